@@ -1,0 +1,1 @@
+"""Baseline methods for `equibench evaluate` (added with the evaluate command)."""

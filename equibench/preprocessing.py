@@ -1,0 +1,190 @@
+"""Turning user tables into PFN inputs: encoding, column filtering, feature selection,
+per-member transforms and class-balanced subsampling. Everything is fitted on train rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.feature_selection import mutual_info_classif
+from sklearn.preprocessing import OrdinalEncoder, QuantileTransformer
+from sklearn.utils import check_array
+
+from .normalize import apply_normalization, fit_normalization, rescale_by_used_features
+
+#: Preprocessing variants an ensemble member may use before normalisation.
+VARIANTS = ("none", "quantile")
+
+
+def _is_categorical(column: pd.Series) -> bool:
+    return not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column))
+
+
+def _as_frame(X) -> pd.DataFrame:
+    """A DataFrame view of a 2-D table; object columns that hold only numbers become float."""
+    if isinstance(X, pd.DataFrame):
+        frame = X.reset_index(drop=True)
+    else:
+        array = check_array(X, dtype=None, ensure_all_finite=False, ensure_min_samples=1)
+        frame = pd.DataFrame(array)
+    frame.columns = range(frame.shape[1])
+    for column in frame.columns:
+        series = frame[column]
+        if series.dtype == object:
+            numeric = pd.to_numeric(series, errors="coerce")
+            if numeric.notna().sum() == series.notna().sum():
+                frame[column] = numeric
+    return frame
+
+
+class TableEncoder:
+    """Numeric float64 matrix from any 2-D table, fitted on train rows.
+
+    - numeric and boolean columns are kept as floats (NaN and +-inf preserved);
+    - categorical, object and string columns are ordinal-encoded (unknown or missing
+      categories at predict time become NaN, which the model's indicator sees);
+    - columns constant on the train rows (same value, or same missingness, everywhere)
+      are dropped;
+    - above ``max_features`` columns, the ``max_features`` columns with the highest mutual
+      information with the train labels are kept (deterministic given ``random_state``),
+      in their original order.
+    """
+
+    def __init__(self, max_features: int, random_state: int = 0):
+        self.max_features = max_features
+        self.random_state = random_state
+
+    def fit_transform(self, X, y: np.ndarray) -> np.ndarray:
+        frame = _as_frame(X)
+        self.categorical_ = [c for c in frame.columns if _is_categorical(frame[c])]
+        if self.categorical_:
+            self.ordinal_ = OrdinalEncoder(
+                handle_unknown="use_encoded_value", unknown_value=np.nan, encoded_missing_value=np.nan
+            ).fit(frame[self.categorical_].astype(str).where(frame[self.categorical_].notna()))
+        values = self._numeric(frame)
+        varying = [
+            j for j in range(values.shape[1]) if pd.Series(values[:, j]).nunique(dropna=False) > 1
+        ]
+        if len(varying) > self.max_features:
+            varying = self._select_by_mutual_information(values, y, varying)
+        self.columns_ = np.asarray(varying, dtype=int)
+        return values[:, self.columns_]
+
+    def transform(self, X) -> np.ndarray:
+        return self._numeric(_as_frame(X))[:, self.columns_]
+
+    def _numeric(self, frame: pd.DataFrame) -> np.ndarray:
+        out = np.empty(frame.shape, dtype=np.float64)
+        numeric = [c for c in frame.columns if c not in self.categorical_]
+        if numeric:
+            out[:, numeric] = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
+        if self.categorical_:
+            categories = frame[self.categorical_]
+            out[:, self.categorical_] = self.ordinal_.transform(
+                categories.astype(str).where(categories.notna())
+            )
+        return out
+
+    def _select_by_mutual_information(self, values: np.ndarray, y: np.ndarray, columns: list[int]) -> list[int]:
+        candidates = values[:, columns].copy()
+        candidates[~np.isfinite(candidates)] = np.nan
+        medians = np.nanmedian(np.where(np.isnan(candidates), np.inf, candidates), axis=0)
+        medians = np.where(np.isfinite(medians), medians, 0.0)
+        candidates = np.where(np.isnan(candidates), medians, candidates)
+        discrete = np.isin(columns, self.categorical_)
+        scores = mutual_info_classif(
+            candidates, y, discrete_features=discrete, random_state=self.random_state
+        )
+        keep = np.sort(np.argsort(-scores, kind="stable")[: self.max_features])
+        return [columns[j] for j in keep]
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """One ensemble member: a preprocessing variant, a rotation of the feature columns
+    and (TabPFN* only) a rotation of the class ids."""
+
+    variant: str
+    feature_shift: int
+    class_shift: int
+
+
+def ensemble_members(
+    n_estimators: int, n_features: int, n_classes: int, rng: np.random.RandomState, class_shifts: bool
+) -> list[MemberSpec]:
+    """Member 0 is the plain model; the others alternate variants with random shifts."""
+    members = [MemberSpec("none", 0, 0)]
+    for i in range(1, n_estimators):
+        members.append(
+            MemberSpec(
+                variant=VARIANTS[i % len(VARIANTS)] if n_features else "none",
+                feature_shift=int(rng.randint(n_features)) if n_features else 0,
+                class_shift=int(rng.randint(n_classes)) if class_shifts else 0,
+            )
+        )
+    return members
+
+
+class MemberTransform:
+    """Fitted per-member feature transform: optional quantile map, robust z-score with
+    outlier squashing, rescale by f_max / F_used, feature rotation."""
+
+    def __init__(self, spec: MemberSpec, f_max: int):
+        self.spec = spec
+        self.f_max = f_max
+
+    def fit_transform(self, values: np.ndarray) -> torch.Tensor:
+        # values: (N, F) -> (N, F) float32
+        if self.spec.variant == "quantile":
+            self.quantile_ = QuantileTransformer(
+                n_quantiles=max(2, min(1000, values.shape[0])), output_distribution="normal"
+            )
+            self.quantile_.fit(_infinite_as_nan(values))
+        x = torch.from_numpy(self._variant(values))
+        self.mean_, self.std_ = fit_normalization(x)
+        return self._finish(x)
+
+    def transform(self, values: np.ndarray) -> torch.Tensor:
+        # values: (M, F) -> (M, F) float32
+        return self._finish(torch.from_numpy(self._variant(values)))
+
+    def _variant(self, values: np.ndarray) -> np.ndarray:
+        if self.spec.variant == "none":
+            return values
+        mapped = self.quantile_.transform(_infinite_as_nan(values))
+        return np.where(np.isinf(values), values, mapped)  # keep +-inf visible to the indicator
+
+    def _finish(self, x: torch.Tensor) -> torch.Tensor:
+        x = apply_normalization(x, self.mean_, self.std_)
+        x = rescale_by_used_features(x, x.shape[-1], self.f_max)
+        return torch.roll(x, self.spec.feature_shift, dims=-1).to(torch.float32)
+
+
+def _infinite_as_nan(values: np.ndarray) -> np.ndarray:
+    return np.where(np.isinf(values), np.nan, values)
+
+
+def balanced_subsample(y: np.ndarray, n_rows: int, rng: np.random.RandomState) -> np.ndarray:
+    """Sorted indices of at most ``n_rows`` rows, as class-balanced as the counts allow:
+    every class gets the same quota, and quota left unused by small classes goes to the
+    others. Every class keeps at least one row when ``n_rows`` >= number of classes."""
+    classes, counts = np.unique(y, return_counts=True)
+    if n_rows >= len(y):
+        return np.arange(len(y))
+    take = np.zeros_like(counts)
+    remaining = n_rows
+    open_classes = np.ones(len(classes), dtype=bool)
+    while remaining > 0 and open_classes.any():
+        quota = max(remaining // open_classes.sum(), 1)
+        for j in np.flatnonzero(open_classes):
+            extra = min(quota, counts[j] - take[j], remaining)
+            take[j] += extra
+            remaining -= extra
+            if take[j] == counts[j]:
+                open_classes[j] = False
+            if remaining == 0:
+                break
+    chosen = [rng.choice(np.flatnonzero(y == c), size=t, replace=False) for c, t in zip(classes, take)]
+    return np.sort(np.concatenate(chosen))

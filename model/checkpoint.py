@@ -1,0 +1,203 @@
+"""The checkpoint file format: config + weights + model card in one ``torch.save`` file.
+
+A checkpoint is a dict of plain Python values and tensors, so it loads with
+``torch.load(weights_only=True)`` (no pickled code is executed)::
+
+    {"format": "equibench-checkpoint", "format_version": 1, "arch": "equitabpfn",
+     "config": {...ModelConfig...}, "card": {...ModelCard...},
+     "state_dict": {name: tensor}, "weights_dtype": "float16"}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .config import ARCHITECTURES, SIZES, ModelConfig
+from .equitabpfn import EquiTabPFN
+from .tabpfn_star import TabPFNStar
+
+FORMAT = "equibench-checkpoint"
+FORMAT_VERSION = 1
+_MODEL_CLASSES = {"equitabpfn": EquiTabPFN, "tabpfn-star": TabPFNStar}
+_WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, corrupt, or does not match its own description."""
+
+
+@dataclass
+class ModelCard:
+    """What a checkpoint is and how it was made."""
+
+    arch: str
+    size: str
+    n_parameters: int = 0
+    prior: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    steps: int = 0
+    datasets_seen: int = 0
+    wall_time_s: float = 0.0
+    hardware: str = ""
+    metrics: dict = field(default_factory=dict)
+    command: str = ""
+    seed: int | None = None
+    equibench_version: str = ""
+    created: str = ""
+    notes: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelCard:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def build_model(arch: str, config: ModelConfig) -> nn.Module:
+    """A freshly initialised model of the given architecture."""
+    try:
+        return _MODEL_CLASSES[arch](config)
+    except KeyError:
+        raise ValueError(f"unknown architecture {arch!r}; choose one of {list(ARCHITECTURES)}") from None
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def save_checkpoint(
+    model: nn.Module,
+    path: str | os.PathLike,
+    card: ModelCard,
+    weights_dtype: str = "float32",
+) -> Path:
+    """Write ``model`` and its card to ``path`` atomically (temp file + rename)."""
+    if weights_dtype not in _WEIGHT_DTYPES:
+        raise ValueError(f"weights_dtype must be one of {list(_WEIGHT_DTYPES)}, got {weights_dtype!r}")
+    card = dataclasses.replace(card, arch=model.arch, n_parameters=count_parameters(model))
+    state = {
+        name: tensor.detach().to("cpu", _WEIGHT_DTYPES[weights_dtype]).clone()
+        for name, tensor in model.state_dict().items()
+    }
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "arch": model.arch,
+        "config": model.config.to_dict(),
+        "card": dataclasses.asdict(card),
+        "state_dict": state,
+        "weights_dtype": weights_dtype,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        torch.save(payload, tmp)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600 files
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _read_payload(path: Path) -> dict:
+    if not path.is_file():
+        raise CheckpointError(
+            f"checkpoint file {str(path)!r} does not exist; pass the path of a file written "
+            "by `equibench pretrain`, or see `equibench info` for the packaged checkpoints"
+        )
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for a damaged file
+        raise CheckpointError(
+            f"checkpoint file {str(path)!r} is not a readable checkpoint ({type(error).__name__}: "
+            f"{error}); the file may be truncated or corrupt: re-copy or regenerate it"
+        ) from error
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{str(path)!r} is a torch file but not an equibench checkpoint "
+            f"(expected format {FORMAT!r})"
+        )
+    if payload.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{str(path)!r} has checkpoint format version {payload.get('format_version')!r}; "
+            f"this equibench reads version {FORMAT_VERSION}: upgrade equibench or regenerate it"
+        )
+    return payload
+
+
+def load_checkpoint(path: str | os.PathLike) -> tuple[nn.Module, ModelCard]:
+    """Load a model (float32, eval mode, on CPU) and its card, validating the file."""
+    path = Path(path)
+    payload = _read_payload(path)
+    try:
+        config = ModelConfig.from_dict(payload["config"])
+        card = ModelCard.from_dict(payload["card"])
+        model = build_model(payload["arch"], config)
+        state = payload["state_dict"]
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"checkpoint {str(path)!r} has an invalid header: {error}") from error
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong_shape = sorted(
+        name for name in set(expected) & set(state) if tuple(expected[name].shape) != tuple(state[name].shape)
+    )
+    if missing or unexpected or wrong_shape:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} does not match its {payload['arch']} config: "
+            f"missing weights {missing[:5]}, unexpected weights {unexpected[:5]}, "
+            f"wrong shapes {wrong_shape[:5]}; the file was written by a different model version"
+        )
+    model.load_state_dict({name: tensor.float() for name, tensor in state.items()})
+    if card.arch != payload["arch"]:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: model card says arch {card.arch!r} but weights are {payload['arch']!r}"
+        )
+    return model.eval(), card
+
+
+def read_card(path: str | os.PathLike) -> ModelCard:
+    """The model card of a checkpoint, validated like :func:`load_checkpoint`."""
+    return load_checkpoint(path)[1]
+
+
+# ---------------------------------------------------------------------------
+# Packaged checkpoints (installed with the package under equibench/model/checkpoints/)
+
+_ARCH_FILE_PREFIX = {"equitabpfn": "equitabpfn", "tabpfn-star": "tabpfn-star"}
+
+
+def packaged_checkpoint_dir() -> Path:
+    return Path(str(resources.files(__package__).joinpath("checkpoints")))
+
+
+def packaged_checkpoints() -> list[Path]:
+    """Checkpoint files shipped with this installation, sorted by name."""
+    directory = packaged_checkpoint_dir()
+    return sorted(directory.glob("*.pt")) if directory.is_dir() else []
+
+
+def default_checkpoint(arch: str) -> Path:
+    """The largest packaged checkpoint of ``arch`` (named ``<arch>-<size>.pt``)."""
+    if arch not in _ARCH_FILE_PREFIX:
+        raise ValueError(f"unknown architecture {arch!r}; choose one of {list(ARCHITECTURES)}")
+    available = {path.stem: path for path in packaged_checkpoints()}
+    for size in reversed(list(SIZES)):
+        path = available.get(f"{_ARCH_FILE_PREFIX[arch]}-{size}")
+        if path is not None:
+            return path
+    raise CheckpointError(
+        f"no pretrained {arch} checkpoint ships with this installation of equibench yet "
+        f"(looked in {str(packaged_checkpoint_dir())!r}). Pass checkpoint=PATH to a file written "
+        "by `equibench pretrain`, or a model object."
+    )

@@ -1,0 +1,69 @@
+"""Model configuration: one dataclass for both architectures and the named sizes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+#: Features are zero-padded to this many columns before the covariate embedding.
+F_MAX = 100
+#: Number of one-hot target slots of the non-equivariant TabPFN* model.
+TABPFN_STAR_MAX_CLASSES = 10
+
+ARCHITECTURES = ("equitabpfn", "tabpfn-star")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Size of a model.
+
+    ``n_layers`` counts EquiTabPFN layers, each made of one component-attention block and
+    one datapoint-attention block. TabPFN* has ``2 * n_layers`` datapoint-attention
+    blocks so that both architectures have comparable parameter counts.
+    """
+
+    d_model: int = 128
+    n_heads: int = 4
+    n_layers: int = 4
+    mlp_hidden: int = 256
+    decoder_hidden: int = 64
+    f_max: int = F_MAX
+    max_classes: int = TABPFN_STAR_MAX_CLASSES  # used by TabPFN* only
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"ModelConfig.{f.name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown ModelConfig fields {unknown}; known fields: {sorted(known)}")
+        return cls(**data)
+
+
+#: Named sizes. ``base`` is the paper's model (d=512, 4 heads, 6 layers, ~25M parameters).
+SIZES: dict[str, ModelConfig] = {
+    "tiny": ModelConfig(d_model=32, n_heads=2, n_layers=2, mlp_hidden=64, decoder_hidden=16),
+    "small": ModelConfig(d_model=128, n_heads=4, n_layers=4, mlp_hidden=256, decoder_hidden=64),
+    "medium": ModelConfig(d_model=256, n_heads=4, n_layers=6, mlp_hidden=512, decoder_hidden=64),
+    "base": ModelConfig(d_model=512, n_heads=4, n_layers=6, mlp_hidden=1024, decoder_hidden=64),
+}
+
+
+def size_config(size: str, **overrides) -> ModelConfig:
+    """The configuration of a named size, optionally with some fields replaced."""
+    try:
+        config = SIZES[size]
+    except KeyError:
+        raise ValueError(f"unknown model size {size!r}; choose one of {list(SIZES)}") from None
+    return replace(config, **overrides) if overrides else config

@@ -1,0 +1,128 @@
+"""Building blocks shared by EquiTabPFN and TabPFN*.
+
+Token tensors are laid out as ``(B, R, S, d)``: B datasets, R = N + M rows (the first N
+are train rows), S slots per row (1 + K for EquiTabPFN, 1 for TabPFN*), width d.
+Every block is post-LayerNorm: ``x = LN(x + attention(x)); x = LN(x + MLP(x))``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def missing_indicator_features(x: torch.Tensor, f_max: int) -> torch.Tensor:
+    """``[x ; indicator(x)]`` zero-padded to ``f_max`` features each.
+
+    Non-finite entries become 0 in the value half; the indicator half holds 1 for NaN,
+    2 for +inf, -2 for -inf and 0 otherwise.
+    """
+    # x: (..., F) with F <= f_max  ->  (..., 2 * f_max)
+    n_features = x.shape[-1]
+    if n_features > f_max:
+        raise ValueError(
+            f"got {n_features} features but the model takes at most {f_max}; "
+            "reduce the features first (the classifiers do this automatically)"
+        )
+    indicator = torch.isnan(x).to(x.dtype) + 2 * torch.isposinf(x).to(x.dtype)
+    indicator = indicator - 2 * torch.isneginf(x).to(x.dtype)
+    values = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+    pad = (0, f_max - n_features)
+    return torch.cat([F.pad(values, pad), F.pad(indicator, pad)], dim=-1)
+
+
+class FeedForward(nn.Sequential):
+    """Token-wise MLP d -> hidden -> d with GELU."""
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model))
+
+
+class _ResidualBlock(nn.Module):
+    """Attention projections plus the post-LN residual MLP shared by both block kinds."""
+
+    def __init__(self, d_model: int, n_heads: int, mlp_hidden: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.query = nn.Linear(d_model, d_model)
+        self.key_value = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.norm_attention = nn.LayerNorm(d_model)
+        self.mlp = FeedForward(d_model, mlp_hidden)
+        self.norm_mlp = nn.LayerNorm(d_model)
+
+    def _finish(self, tokens: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        tokens = self.norm_attention(tokens + update)
+        return self.norm_mlp(tokens + self.mlp(tokens))
+
+
+class DatapointAttentionBlock(_ResidualBlock):
+    """Attention across rows within each slot; every row attends to the train rows only.
+
+    Keys and values are computed from the first ``n_train`` rows only, so no
+    (N+M) x (N+M) mask is ever built and test rows never see each other.
+    """
+
+    def forward(self, tokens: torch.Tensor, n_train: int) -> torch.Tensor:
+        # tokens: (B, R, S, d) -> (B, R, S, d)
+        batch, rows, slots, width = tokens.shape
+        heads = self.n_heads
+        head_dim = width // heads
+        query = self.query(tokens).view(batch, rows, slots, heads, head_dim)
+        query = query.permute(0, 2, 3, 1, 4).reshape(batch * slots, heads, rows, head_dim)
+        key_value = self.key_value(tokens[:, :n_train])
+        key_value = key_value.view(batch, n_train, slots, 2, heads, head_dim)
+        key_value = key_value.permute(3, 0, 2, 4, 1, 5).reshape(2, batch * slots, heads, n_train, head_dim)
+        attended = F.scaled_dot_product_attention(query, key_value[0], key_value[1])
+        # (B*S, heads, R, head_dim) -> (B, R, S, d)
+        attended = attended.view(batch, slots, heads, rows, head_dim).permute(0, 3, 1, 2, 4)
+        return self._finish(tokens, self.out(attended.reshape(batch, rows, slots, width)))
+
+
+class ComponentAttentionBlock(_ResidualBlock):
+    """Attention across the 1+K slots of each row.
+
+    The covariate token (slot 0) attends to all slots; each target token attends only to
+    the covariate token. A softmax over a single key is 1, so a target token's attention
+    output is exactly the covariate token's value: no scores are computed for target
+    tokens and the cost stays linear in K.
+    """
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        # tokens: (B, R, 1+K, d) -> (B, R, 1+K, d)
+        batch, rows, slots, width = tokens.shape
+        heads = self.n_heads
+        head_dim = width // heads
+        query = self.query(tokens[:, :, 0]).view(batch * rows, heads, 1, head_dim)
+        key_value = self.key_value(tokens).view(batch * rows, slots, 2, heads, head_dim)
+        key, value = key_value.permute(2, 0, 3, 1, 4)  # each (B*R, heads, 1+K, head_dim)
+        covariate_out = F.scaled_dot_product_attention(query, key, value)  # (B*R, heads, 1, hd)
+        target_out = value[:, :, :1]  # the covariate token's value, (B*R, heads, 1, hd)
+        both = torch.cat([covariate_out, target_out], dim=2).transpose(1, 2)
+        projected = self.out(both.reshape(batch, rows, 2, width))  # (B, R, 2, d)
+        update = torch.cat(
+            [projected[:, :, :1], projected[:, :, 1:].expand(batch, rows, slots - 1, width)], dim=2
+        )
+        return self._finish(tokens, update)
+
+
+class EquivariantDecoder(nn.Module):
+    """Non-parametric decoder: attention over train rows with raw one-hot targets as values,
+    plus a pointwise residual MLP applied to each class score independently."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.residual = nn.Sequential(
+            nn.Linear(1, hidden), nn.LayerNorm(hidden), nn.GELU(), nn.Linear(hidden, 1)
+        )
+
+    def forward(
+        self, h_train: torch.Tensor, h_test: torch.Tensor, y_train_onehot: torch.Tensor
+    ) -> torch.Tensor:
+        # h_train: (B, N, (1+K)*d), h_test: (B, M, (1+K)*d), y_train_onehot: (B, N, K)
+        # SDPA's default scale is 1/sqrt((1+K)*d), the paper's temperature.
+        scores = F.scaled_dot_product_attention(
+            h_test.unsqueeze(1), h_train.unsqueeze(1), y_train_onehot.unsqueeze(1)
+        ).squeeze(1)  # (B, M, K)
+        return scores + self.residual(scores.unsqueeze(-1)).squeeze(-1)  # (B, M, K)

@@ -1,0 +1,270 @@
+"""The scikit-learn classifiers: estimator contract, equivariance, golden values, bad inputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+from equibench.model import CheckpointError, TooManyClassesError
+from make_fixtures import CHECKPOINTS, GOLDEN, golden_predictions
+
+EQUI = str(CHECKPOINTS["equitabpfn"])
+STAR = str(CHECKPOINTS["tabpfn-star"])
+
+_FLOAT32_SUBSET = (
+    "float32 matrix products of different batch shapes differ by ~1e-7, just above this "
+    "check's rtol=1e-7; test_batch_size_does_not_change_predictions checks row independence"
+)
+_UNTRAINED_STAR = (
+    "the tiny TabPFN* checkpoint is untrained, so its MLP decoder cannot fit the training "
+    "set; the untrained EquiTabPFN passes thanks to its non-parametric decoder"
+)
+
+
+def _expected_failures(estimator):
+    if isinstance(estimator, TabPFNStarClassifier):
+        return {"check_classifiers_train": _UNTRAINED_STAR}
+    return {"check_methods_subset_invariance": _FLOAT32_SUBSET}
+
+
+@parametrize_with_checks(
+    [
+        EquiTabPFNClassifier(checkpoint=EQUI, n_estimators=2, device="cpu", random_state=0),
+        TabPFNStarClassifier(checkpoint=STAR, n_estimators=2, device="cpu", random_state=0),
+    ],
+    expected_failed_checks=_expected_failures,
+)
+def test_sklearn_estimator_contract(estimator, check):
+    check(estimator)
+
+
+def _blobs(n=80, n_features=4, n_classes=3, seed=0):
+    rng = np.random.RandomState(seed)
+    centres = rng.normal(scale=3, size=(n_classes, n_features))
+    y = np.arange(n) % n_classes
+    return centres[y] + rng.normal(size=(n, n_features)), y
+
+
+def _equi(**params):
+    return EquiTabPFNClassifier(checkpoint=EQUI, device="cpu", random_state=0, **params)
+
+
+def _star(**params):
+    return TabPFNStarClassifier(checkpoint=STAR, device="cpu", random_state=0, **params)
+
+
+@pytest.mark.parametrize("arch", ["equitabpfn", "tabpfn-star"])
+def test_golden_predictions_of_the_tiny_checkpoints(arch):
+    """Regenerate with `python tests/make_fixtures.py` after an intended change."""
+    expected = np.asarray(json.loads(GOLDEN.read_text())[arch])
+    actual = np.asarray(golden_predictions(arch, CHECKPOINTS[arch]))
+    np.testing.assert_allclose(actual, expected, atol=1e-5)
+
+
+def test_string_labels_in_another_order_give_the_same_probabilities():
+    X, y = _blobs(n_classes=4)
+    names = np.array(["ant", "bee", "cat", "dog"])
+    renamed = np.array(["zebra", "yak", "bee", "ant"])  # a different alphabetical order
+    first = _equi(n_estimators=3).fit(X, names[y])
+    second = _equi(n_estimators=3).fit(X, renamed[y])
+    p_first = pd.DataFrame(first.predict_proba(X), columns=first.classes_)
+    p_second = pd.DataFrame(second.predict_proba(X), columns=second.classes_)
+    p_second = p_second.rename(columns=dict(zip(renamed, names)))[list(first.classes_)]
+    assert list(first.classes_) != list(pd.Series(renamed[np.argsort(names)]))
+    np.testing.assert_allclose(p_first.to_numpy(), p_second.to_numpy(), atol=1e-6)
+    assert set(first.predict(X)) <= set(names)
+
+
+def test_tabpfn_star_class_order_matters():
+    X, y = _blobs(n_classes=4)
+    first = _star(n_estimators=1).fit(X, y).predict_proba(X)
+    second = _star(n_estimators=1).fit(X, (y + 1) % 4).predict_proba(X)
+    assert np.abs(np.roll(second, -1, axis=1) - first).max() > 1e-3
+
+
+@pytest.mark.parametrize("make", [_equi, _star])
+def test_same_seed_same_numbers_and_members_differ(make):
+    X, y = _blobs()
+    a = make(n_estimators=4).fit(X, y).predict_proba(X)
+    b = make(n_estimators=4).fit(X, y).predict_proba(X)
+    single = make(n_estimators=1).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - single).max() > 1e-6  # the ensemble really averages different members
+    np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("make", [_equi, _star])
+def test_batch_size_does_not_change_predictions(make):
+    X, y = _blobs()
+    full = make(batch_size=1024).fit(X, y).predict_proba(X)
+    one_at_a_time = make(batch_size=1).fit(X, y).predict_proba(X)
+    np.testing.assert_allclose(one_at_a_time, full, atol=1e-6)
+
+
+def test_softmax_temperature_sharpens():
+    X, y = _blobs()
+    cold = _equi(softmax_temperature=0.2, n_estimators=1).fit(X, y).predict_proba(X)
+    warm = _equi(softmax_temperature=5.0, n_estimators=1).fit(X, y).predict_proba(X)
+    assert cold.max(axis=1).mean() > warm.max(axis=1).mean()
+
+
+def test_max_train_rows_takes_a_class_balanced_subsample():
+    X, y = _blobs(n=300, n_classes=3)
+    y = np.where(np.arange(300) < 240, 0, y)  # class 0 dominates
+    model = _equi(max_train_rows=60).fit(X, y)
+    counts = np.bincount(model.train_labels_.numpy(), minlength=3)
+    assert counts.sum() == 60 and counts.min() >= 19
+    assert model.predict_proba(X).shape == (300, 3)
+
+
+def test_missing_and_infinite_values():
+    X, y = _blobs()
+    X[::7, 0] = np.nan
+    X[3, 1], X[5, 2] = np.inf, -np.inf
+    X_test = X[:10].copy()
+    X_test[0, :] = np.nan
+    for make in (_equi, _star):
+        probabilities = make(n_estimators=2).fit(X, y).predict_proba(X_test)
+        assert np.isfinite(probabilities).all()
+
+
+def test_constant_columns_are_dropped():
+    X, y = _blobs()
+    X = np.column_stack([X, np.full(len(X), 7.0)])
+    model = _equi().fit(X, y)
+    assert model.encoder_.columns_.tolist() == [0, 1, 2, 3]
+    everything_constant = _equi().fit(np.ones((20, 3)), np.arange(20) % 2)
+    assert everything_constant.predict_proba(np.ones((4, 3))).shape == (4, 2)
+
+
+@pytest.mark.parametrize("make", [_equi, _star])
+def test_a_single_class_is_predicted_with_certainty(make):
+    X, _ = _blobs()
+    model = make().fit(X, np.full(len(X), "only"))
+    np.testing.assert_allclose(model.predict_proba(X), 1.0)
+    assert (model.predict(X) == "only").all()
+
+
+def test_a_single_training_row():
+    model = _equi().fit([[1.0, 2.0]], ["a"])
+    assert model.predict([[0.0, 0.0], [5.0, 5.0]]).tolist() == ["a", "a"]
+
+
+def test_zero_rows_is_an_error():
+    with pytest.raises(ValueError, match="0 sample"):
+        _equi().fit(np.zeros((0, 3)), np.zeros(0))
+    with pytest.raises(ValueError, match="0 sample"):
+        _equi().fit(pd.DataFrame({"a": []}), np.zeros(0))
+    X, y = _blobs()
+    with pytest.raises(ValueError, match="0 sample"):
+        _equi().fit(X, y).predict(np.zeros((0, 4)))
+
+
+def test_mismatched_column_count_at_predict():
+    X, y = _blobs()
+    model = _equi().fit(X, y)
+    with pytest.raises(ValueError, match="expecting 4 features"):
+        model.predict(X[:, :3])
+
+
+def test_500_features_are_reduced_by_mutual_information():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(120, 500))
+    y = (X[:, 321] > 0).astype(int)
+    model = _equi().fit(X, y)
+    assert len(model.encoder_.columns_) == 100 and 321 in model.encoder_.columns_
+    assert model.predict_proba(X[:5]).shape == (5, 2)
+    again = _equi().fit(X, y)
+    np.testing.assert_array_equal(again.encoder_.columns_, model.encoder_.columns_)
+
+
+@pytest.mark.filterwarnings("ignore:The number of unique classes")
+def test_a_thousand_classes_natively():
+    rng = np.random.RandomState(0)
+    y = np.arange(1000)
+    X = rng.normal(size=(1000, 3))
+    model = _equi(n_estimators=1).fit(X, y)
+    probabilities = model.predict_proba(X[:4])
+    assert probabilities.shape == (4, 1000)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-9)
+
+
+def test_tabpfn_star_refuses_eleven_classes_with_a_pointer_to_ecoc():
+    X, y = _blobs(n=110, n_classes=11)
+    with pytest.raises(TooManyClassesError, match="ECOC"):
+        _star().fit(X, y)
+
+
+def test_pandas_categorical_object_and_boolean_columns():
+    rng = np.random.RandomState(0)
+    n = 60
+    frame = pd.DataFrame(
+        {
+            "colour": pd.Categorical(rng.choice(["red", "green", "blue"], n)),
+            "city": rng.choice(["paris", "rome", None], n).astype(object),
+            "flag": rng.rand(n) > 0.5,
+            "size": rng.normal(size=n),
+            "numbers_as_text": rng.randint(0, 5, n).astype(str).astype(object),
+        }
+    )
+    y = (frame["colour"] == "red").to_numpy()
+    model = _equi().fit(frame, y)
+    assert list(model.feature_names_in_) == list(frame.columns)
+    new = frame.head(5).copy()
+    new["city"] = ["tokyo", None, "rome", "paris", "oslo"]  # unseen categories
+    assert np.isfinite(model.predict_proba(new)).all()
+    with pytest.raises(ValueError, match="feature names"):
+        model.predict(frame[list(reversed(frame.columns))])
+
+
+def test_object_array_with_strings():
+    X = np.array([["a", 1.0], ["b", 2.0], ["a", 3.0], ["c", 4.0]] * 5, dtype=object)
+    y = np.array([0, 1, 0, 1] * 5)
+    assert _equi().fit(X, y).predict(X).shape == (20,)
+
+
+def test_sparse_input_is_refused():
+    X, y = _blobs()
+    with pytest.raises(TypeError, match="dense data is required"):
+        _equi().fit(scipy.sparse.csr_matrix(X), y)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"n_estimators": 0}, "n_estimators must be a positive integer"),
+        ({"batch_size": 2.5}, "batch_size must be a positive integer"),
+        ({"max_train_rows": -1}, "max_train_rows must be a positive integer"),
+        ({"softmax_temperature": 0}, "softmax_temperature must be a positive number"),
+        ({"device": "tpu"}, "device must be"),
+        ({"checkpoint": 42}, "checkpoint must be"),
+        ({"checkpoint": "/no/such/file.pt"}, "does not exist"),
+        ({"checkpoint": STAR}, "needs a 'equitabpfn' model"),
+    ],
+)
+def test_bad_parameters(params, message):
+    X, y = _blobs()
+    with pytest.raises(ValueError, match=message):
+        EquiTabPFNClassifier(**{"checkpoint": EQUI, "device": "cpu", **params}).fit(X, y)
+
+
+def test_default_checkpoint_is_a_clear_error_until_one_ships(monkeypatch, tmp_path):
+    monkeypatch.setattr("equibench.model.checkpoint.packaged_checkpoint_dir", lambda: tmp_path)
+    X, y = _blobs()
+    with pytest.raises(CheckpointError, match="no pretrained equitabpfn checkpoint ships"):
+        EquiTabPFNClassifier().fit(X, y)
+
+
+def test_a_model_object_is_accepted():
+    from equibench.model import load_checkpoint
+
+    model, _ = load_checkpoint(EQUI)
+    X, y = _blobs()
+    from_object = EquiTabPFNClassifier(checkpoint=model, device="cpu", random_state=0).fit(X, y)
+    np.testing.assert_array_equal(from_object.predict_proba(X), _equi().fit(X, y).predict_proba(X))
