@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import platform
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
 
 import torch
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
-from .model import CheckpointError, packaged_checkpoints, read_card
+from .model import SIZES, CheckpointError, load_checkpoint, packaged_checkpoints, read_card, save_checkpoint
 
 app = typer.Typer(
     help="Pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines.",
@@ -18,6 +22,13 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+errors = Console(stderr=True, soft_wrap=True)
+
+
+def _fail(error: Exception) -> typer.Exit:
+    """Print an actionable error on one unwrapped line; the command exits with status 2."""
+    errors.print(f"[red]error:[/red] {escape(str(error))}", highlight=False)
+    return typer.Exit(code=2)
 
 
 @app.callback()
@@ -57,6 +68,99 @@ def info() -> None:
             f"{card.datasets_seen:,}", card.hardware, metrics,
         )
     console.print(table)
+
+
+Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
+_ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
+Size = Enum("Size", {name: name for name in SIZES}, type=str)
+WeightsDtype = Enum("WeightsDtype", {name: name for name in ("float32", "float16", "bfloat16")}, type=str)
+
+
+@app.command()
+def pretrain(
+    out: Annotated[Path, typer.Option(help="Output directory (train_state.pt, model.pt, log.jsonl).")],
+    arch: Annotated[Arch, typer.Option(help="equitabpfn, or tabpfn (= tabpfn-star, the non-equivariant model).")] = "equitabpfn",
+    size: Annotated[Size, typer.Option(help="Named model size.")] = "small",
+    steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 1000,
+    batch_size: Annotated[int, typer.Option(help="Datasets per micro-batch (per process).")] = 8,
+    grad_accumulation: Annotated[int, typer.Option(help="Micro-batches per optimizer step.")] = 1,
+    rows: Annotated[int, typer.Option(help="Rows per synthetic dataset (train + test).")] = 1152,
+    lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 1e-4,
+    warmup_steps: Annotated[int, typer.Option(help="Linear warm-up steps before the cosine decay.")] = 100,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.0,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (default: on for CUDA only).")] = None,
+    seed: Annotated[int, typer.Option(help="Seeds the model init and the prior stream.")] = 0,
+    checkpoint_every: Annotated[int, typer.Option(help="Steps between atomic checkpoints.")] = 100,
+    validate_every: Annotated[int, typer.Option(help="Steps between validations.")] = 200,
+    validation_batches: Annotated[int, typer.Option(help="Fixed prior batches used for validation.")] = 8,
+    bundled_validation: Annotated[bool, typer.Option(help="Also validate on iris, wine, breast_cancer, digits.")] = True,
+    resume: Annotated[bool, typer.Option(help="Continue the run saved in --out exactly.")] = False,
+    d_model: Annotated[Optional[int], typer.Option(help="Override the size's width.")] = None,
+    layers: Annotated[Optional[int], typer.Option(help="Override the size's layer count.")] = None,
+    heads: Annotated[Optional[int], typer.Option(help="Override the size's attention heads.")] = None,
+    mlp_hidden: Annotated[Optional[int], typer.Option(help="Override the size's MLP width.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes)."""
+    from .pretrain import TrainConfig, pretrain as run_pretraining
+    from .prior import PriorConfig
+
+    overrides = {
+        key: value
+        for key, value in {"d_model": d_model, "n_layers": layers, "n_heads": heads, "mlp_hidden": mlp_hidden}.items()
+        if value is not None
+    }
+    try:
+        config = TrainConfig(
+            arch=_ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value), size=Size(size).value, steps=steps, batch_size=batch_size,
+            grad_accumulation=grad_accumulation, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
+            seed=seed, device=device, amp=amp, checkpoint_every=checkpoint_every, validate_every=validate_every,
+            validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
+        )
+        prior = PriorConfig(rows=rows)
+        path = run_pretraining(config, prior, out, resume=resume, progress=progress)
+    except (ValueError, FileExistsError, FileNotFoundError) as error:
+        raise _fail(error) from None
+    console.print(f"model written to {path}")
+
+
+@app.command()
+def export(
+    run_or_checkpoint: Annotated[Path, typer.Argument(help="A pretraining output directory or a model.pt file.")],
+    out: Annotated[Path, typer.Option(help="Destination file, e.g. model/checkpoints/equitabpfn-small.pt.")],
+    weights_dtype: Annotated[WeightsDtype, typer.Option(help="Storage precision of the weights.")] = "float16",
+) -> None:
+    """Copy a trained model into a (smaller) shippable checkpoint, keeping its model card."""
+    source = run_or_checkpoint / "model.pt" if run_or_checkpoint.is_dir() else run_or_checkpoint
+    try:
+        model, card = load_checkpoint(source)
+    except CheckpointError as error:
+        raise _fail(error) from None
+    path = save_checkpoint(model, out, card, weights_dtype=WeightsDtype(weights_dtype).value)
+    console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {card.steps} steps)")
+
+
+prior_app = typer.Typer(help="Inspect the synthetic pretraining prior.", no_args_is_help=True)
+app.add_typer(prior_app, name="prior")
+
+
+@prior_app.command("preview")
+def prior_preview(
+    out: Annotated[Path, typer.Option(help="PNG (or PDF) file to write.")],
+    rows: Annotated[int, typer.Option(help="Rows per synthetic dataset.")] = 1152,
+    seed: Annotated[int, typer.Option(help="Seed of the sampled batches.")] = 0,
+    batches: Annotated[int, typer.Option(help="Batches sampled for the distributions.")] = 64,
+) -> None:
+    """A figure of sampled datasets (2-D projections by class) and the K, F and class-balance distributions."""
+    from .prior import PriorConfig
+    from .prior_preview import preview_prior
+
+    try:
+        path = preview_prior(out, PriorConfig(rows=rows), seed=seed, n_batches=batches)
+    except ValueError as error:
+        raise _fail(error) from None
+    console.print(f"wrote {path}")
 
 
 if __name__ == "__main__":

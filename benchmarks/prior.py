@@ -1,0 +1,83 @@
+"""Throughput of the synthetic prior: datasets generated per second at ``--rows`` rows and
+``f_max`` (100) features, on CPU and, when available, on CUDA.
+
+    python benchmarks/prior.py                          # CPU (+ CUDA if available), 1024 rows
+    python benchmarks/prior.py --device cpu --batch-size 32 --seconds 30
+
+Prints a Markdown table with the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from equibench.prior import PriorConfig, sample_batch
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def measure(config: PriorConfig, batch_size: int, seconds: float, device: str) -> dict:
+    """Sample batches for about ``seconds`` (after one warm-up batch) and time them."""
+    generator = torch.Generator().manual_seed(0)
+    sample_batch(config, batch_size, generator, device=device)
+    n_batches, elapsed = 0, 0.0
+    started = time.perf_counter()
+    while n_batches < 2 or elapsed < seconds:
+        sample_batch(config, batch_size, generator, device=device)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        n_batches += 1
+        elapsed = time.perf_counter() - started
+    return {"device": device, "batches": n_batches, "seconds": elapsed,
+            "datasets_per_s": n_batches * batch_size / elapsed, "ms_per_batch": 1000 * elapsed / n_batches}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("all", "cpu", "cuda"), default="all",
+                        help="'all': CPU, plus CUDA when available (default)")
+    parser.add_argument("--rows", type=int, default=1024, help="rows per dataset (default 1024)")
+    parser.add_argument("--batch-size", type=int, default=64, help="datasets per batch (default 64)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="time per device (default 20)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: CUDA is not available")
+    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
+    devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
+    config = PriorConfig(rows=args.rows)
+
+    results = [measure(config, args.batch_size, args.seconds, device) for device in devices]
+    print("### Synthetic prior throughput\n")
+    print(f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(f"- CPU: {_cpu_name()} ({os.cpu_count()} logical CPUs), torch threads: {torch.get_num_threads()}")
+    if torch.cuda.is_available():
+        print(f"- GPU: {torch.cuda.get_device_name()}")
+    print(f"- torch {torch.__version__}, Python {platform.python_version()}, {platform.system()} {platform.machine()}")
+    print(f"- {args.rows} rows x {config.f_max} features (padded), batch size {args.batch_size}, "
+          f"default PriorConfig, ~{args.seconds:g} s per device after one warm-up batch\n")
+    print("| device | batches | datasets/s | ms/batch |")
+    print("|---|---:|---:|---:|")
+    for r in results:
+        print(f"| {r['device']} | {r['batches']} | {r['datasets_per_s']:.1f} | {r['ms_per_batch']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

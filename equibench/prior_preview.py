@@ -1,0 +1,92 @@
+"""A one-figure visual check of the synthetic prior (``equibench prior preview``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .prior import PriorConfig, sample_batch
+
+_N_EXAMPLES = 4
+
+
+def _principal_components(x: np.ndarray) -> np.ndarray:
+    """Scores on the first (up to) two principal components; NaN counts as 0."""
+    # x: (N, F) -> (N, min(F, 2))
+    centred = np.nan_to_num(x) - np.nan_to_num(x).mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    return centred @ vt[:2].T
+
+
+def preview_prior(
+    out_path: str | Path, config: PriorConfig = PriorConfig(), seed: int = 0, n_batches: int = 64,
+    batch_size: int = 8,
+) -> Path:
+    """Sample ``n_batches`` batches and write one PNG: a few datasets projected on their
+    train rows' first two principal components (coloured by class), and histograms of the
+    class count K, the features used F and the majority-class share.
+
+    Returns the path written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if n_batches < 1:
+        raise ValueError(f"n_batches must be >= 1, got {n_batches}")
+    generator = torch.Generator().manual_seed(seed)
+    batches = [sample_batch(config, batch_size, generator) for _ in range(n_batches)]
+    ks = np.array([batch.n_classes for batch in batches])
+    fs = np.concatenate([batch.n_features.numpy() for batch in batches])
+    majority = np.concatenate([
+        torch.nn.functional.one_hot(batch.y, batch.n_classes).sum(dim=1).amax(dim=1).numpy() / config.rows
+        for batch in batches
+    ])
+    masked = 1.0 - np.mean(np.concatenate([batch.loss_mask.numpy() for batch in batches]))
+
+    fig = Figure(figsize=(17, 9), layout="constrained")
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(2, 12)
+    fig.suptitle(
+        f"Synthetic prior: {n_batches} batches x {batch_size} datasets, {config.rows} rows, seed {seed}; "
+        f"{100 * masked:.1f}% of datasets masked from the loss\n"
+        "top: train rows of one dataset from each of the first batches, colour = class", fontsize=13,
+    )
+    for column, batch in enumerate(batches[:_N_EXAMPLES]):
+        ax = fig.add_subplot(grid[0, 3 * column:3 * column + 3])
+        n_features = int(batch.n_features[0])
+        y_train = batch.y[0, :batch.n_train].numpy()
+        scores = _principal_components(batch.x[0, :batch.n_train, :n_features].numpy())
+        if scores.shape[1] == 1:  # one feature: spread the rows by class instead
+            jitter = np.random.default_rng(seed).uniform(-0.3, 0.3, len(y_train))
+            scores = np.stack([scores[:, 0], y_train + jitter], axis=1)
+            ax.set_ylabel("class id (jittered)")
+        else:
+            ax.set_ylabel("principal component 2")
+        ax.scatter(scores[:, 0], scores[:, 1], c=y_train, cmap="tab10" if batch.n_classes <= 10 else "tab20",
+                   s=8, alpha=0.7)
+        ax.set_title(f"K={batch.n_classes}, F={n_features}, {batch.n_train} train rows")
+        ax.set_xlabel("principal component 1" if n_features > 1 else "the one feature")
+
+    ax = fig.add_subplot(grid[1, 0:4])
+    ax.hist(ks, bins=np.arange(1.5, config.max_classes + 1.5), color="tab:blue", edgecolor="white")
+    ax.set_title(f"class count K per batch (P(K=2) = {np.mean(ks == 2):.2f})")
+    ax.set_xlabel("K (classes)")
+    ax.set_ylabel("batches")
+    ax = fig.add_subplot(grid[1, 4:8])
+    ax.hist(fs, bins=np.linspace(0.5, config.f_max + 0.5, min(config.f_max, 25) + 1),
+            color="tab:green", edgecolor="white")
+    ax.set_title("features used F per dataset")
+    ax.set_xlabel(f"F (of f_max = {config.f_max})")
+    ax.set_ylabel("datasets")
+    ax = fig.add_subplot(grid[1, 8:12])
+    ax.hist(majority, bins=np.linspace(0.0, 1.0, 21), color="tab:orange", edgecolor="white")
+    ax.set_title("class balance: share of the majority class")
+    ax.set_xlabel("majority-class share of the rows")
+    ax.set_ylabel("datasets")
+
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=100)
+    return out_path

@@ -1,0 +1,78 @@
+"""Validation during pretraining: held-out prior datasets and scikit-learn's bundled
+real datasets (accuracy by stratified cross-validation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn import datasets
+from sklearn.model_selection import StratifiedKFold, cross_val_score
+from torch import nn
+
+from .classifier import EquiTabPFNClassifier, TabPFNStarClassifier
+from .prior import PriorBatch, PriorConfig, sample_batch
+
+#: The bundled real datasets validated on, by loader.
+BUNDLED_DATASETS = {
+    "iris": datasets.load_iris,
+    "wine": datasets.load_wine,
+    "breast_cancer": datasets.load_breast_cancer,
+    "digits": datasets.load_digits,
+}
+#: Seed of the fixed validation prior datasets, independent of the training seed.
+VALIDATION_PRIOR_SEED = 20_241_122
+
+
+def masked_test_loss(logits: torch.Tensor, y_test: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the test rows of the datasets kept by ``loss_mask``."""
+    # logits: (B, M, K), y_test: (B, M), loss_mask: (B,) -> scalar
+    per_row = F.cross_entropy(logits.float().transpose(1, 2), y_test, reduction="none")  # (B, M)
+    per_dataset = per_row.mean(dim=1)
+    weights = loss_mask.to(per_dataset.dtype)
+    return (per_dataset * weights).sum() / weights.sum().clamp(min=1.0)
+
+
+def forward_batch(model: nn.Module, batch: PriorBatch) -> torch.Tensor:
+    """Logits of the test rows of a prior batch, (B, M, K)."""
+    n = batch.n_train
+    return model(batch.x[:, :n], batch.y[:, :n], batch.x[:, n:], batch.n_classes)
+
+
+def validation_prior_batches(config: PriorConfig, n_batches: int, batch_size: int, device) -> list[PriorBatch]:
+    """A fixed set of prior batches: the same for every run with this prior config."""
+    generator = torch.Generator(device=device).manual_seed(VALIDATION_PRIOR_SEED)
+    return [sample_batch(config, batch_size, generator, device) for _ in range(n_batches)]
+
+
+@torch.no_grad()
+def prior_metrics(model: nn.Module, batches: list[PriorBatch]) -> dict[str, float]:
+    """Loss and accuracy on the test rows of fixed prior batches (masked datasets left out)."""
+    losses, correct, total = [], 0.0, 0.0
+    for batch in batches:
+        logits = forward_batch(model, batch)
+        y_test = batch.y[:, batch.n_train :]
+        losses.append(masked_test_loss(logits, y_test, batch.loss_mask).item())
+        hits = (logits.argmax(-1) == y_test).float().mean(dim=1)  # (B,)
+        correct += (hits * batch.loss_mask).sum().item()
+        total += batch.loss_mask.sum().item()
+    return {"prior_loss": float(np.mean(losses)), "prior_accuracy": correct / max(total, 1.0)}
+
+
+def bundled_accuracy(
+    model: nn.Module, names=tuple(BUNDLED_DATASETS), folds: int = 5, n_estimators: int = 1, device="cpu"
+) -> dict[str, float]:
+    """Mean stratified ``folds``-fold CV accuracy on scikit-learn's bundled datasets."""
+    classifier_class = EquiTabPFNClassifier if model.arch == "equitabpfn" else TabPFNStarClassifier
+    classifier = classifier_class(checkpoint=model, n_estimators=n_estimators, device=device, random_state=0)
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=0)
+    scores = {}
+    was_training = model.training
+    model.eval()
+    try:
+        for name in names:
+            X, y = BUNDLED_DATASETS[name](return_X_y=True)
+            scores[f"{name}_accuracy"] = float(cross_val_score(classifier, X, y, cv=splitter).mean())
+    finally:
+        model.train(was_training)
+    return scores

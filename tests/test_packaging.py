@@ -1,0 +1,30 @@
+"""Installation: one import namespace, the CLI entry point."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+import equibench
+from equibench.cli import app
+
+
+def test_single_import_namespace(tmp_path):
+    code = (
+        "import importlib.util, equibench.model, equibench.baselines;"
+        "print(importlib.util.find_spec('model') is None, importlib.util.find_spec('baselines') is None)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["True", "True"]
+
+
+def test_public_api():
+    assert {"EquiTabPFNClassifier", "TabPFNStarClassifier", "__version__"} <= set(dir(equibench))
+
+
+def test_info_command():
+    result = CliRunner().invoke(app, ["info"])
+    assert result.exit_code == 0, result.output
+    assert equibench.__version__ in result.output and "torch" in result.output

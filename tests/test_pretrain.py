@@ -1,0 +1,169 @@
+"""Pretraining: schedule, learning on a fixed batch, exact resume, checkpoint round trip, DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import equibench.pretrain as pretrain_module
+from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+from equibench.cli import app
+from equibench.model import build_model, load_checkpoint, size_config
+from equibench.pretrain import TrainConfig, lr_factor, pretrain
+from equibench.prior import PriorConfig, sample_batch
+from equibench.validation import forward_batch, masked_test_loss
+
+PRIOR = PriorConfig(rows=96)
+
+
+def _config(**changes):
+    settings = dict(
+        arch="equitabpfn", size="tiny", steps=6, batch_size=3, lr=1e-3, warmup_steps=2,
+        checkpoint_every=3, validate_every=3, validation_batches=1, bundled_validation=False, device="cpu",
+    )
+    return TrainConfig(**{**settings, **changes})
+
+
+def _step_losses(out_dir):
+    records = [json.loads(line) for line in (out_dir / "log.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in records if r["kind"] == "step"]
+
+
+def test_learning_rate_schedule():
+    factors = [lr_factor(step, 10, 110) for step in range(110)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    assert factors[10] == pytest.approx(1.0) and factors[60] == pytest.approx(0.5)
+    assert all(a >= b for a, b in zip(factors[10:], factors[11:])) and factors[-1] < 0.01
+
+
+@pytest.mark.parametrize("arch", ["equitabpfn", "tabpfn-star"])
+def test_training_lowers_the_loss_on_a_fixed_batch(arch):
+    torch.manual_seed(0)
+    model = build_model(arch, size_config("tiny"))
+    batch = sample_batch(PRIOR, 8, torch.Generator().manual_seed(3))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(40):
+        optimizer.zero_grad()
+        loss = masked_test_loss(forward_batch(model, batch), batch.y[:, batch.n_train:], batch.loss_mask)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_masked_datasets_do_not_count():
+    logits = torch.zeros(2, 3, 4)
+    logits[1] = 100 * torch.nn.functional.one_hot(torch.tensor([1, 1, 1]), 4)
+    y = torch.tensor([[0, 0, 0], [1, 1, 1]])
+    assert masked_test_loss(logits, y, torch.tensor([False, True])).item() == pytest.approx(0.0, abs=1e-6)
+    assert masked_test_loss(logits, y, torch.tensor([True, False])).item() == pytest.approx(np.log(4))
+
+
+def test_resume_continues_exactly(tmp_path, monkeypatch):
+    pretrain(_config(), PRIOR, tmp_path / "straight", progress=False)
+
+    real_sample = pretrain_module.sample_batch
+    calls = {"n": 0}
+
+    def dies_during_step_5(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt("simulated kill")
+        return real_sample(*args, **kwargs)
+
+    monkeypatch.setattr(pretrain_module, "sample_batch", dies_during_step_5)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(_config(), PRIOR, tmp_path / "resumed", progress=False)
+    assert [s for s, _ in _step_losses(tmp_path / "resumed")] == [1, 2, 3, 4]  # step 4 is past the checkpoint
+    monkeypatch.setattr(pretrain_module, "sample_batch", real_sample)
+    pretrain(_config(), PRIOR, tmp_path / "resumed", resume=True, progress=False)
+
+    assert _step_losses(tmp_path / "resumed") == _step_losses(tmp_path / "straight")
+    straight, _ = load_checkpoint(tmp_path / "straight" / "model.pt")
+    resumed, card = load_checkpoint(tmp_path / "resumed" / "model.pt")
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
+    assert card.steps == 6 and card.datasets_seen == 18
+
+
+def test_run_directory_guards(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        pretrain(_config(), PRIOR, tmp_path / "run", resume=True, progress=False)
+    pretrain(_config(steps=1, checkpoint_every=1), PRIOR, tmp_path / "run", progress=False)
+    with pytest.raises(FileExistsError, match="--resume"):
+        pretrain(_config(steps=1, checkpoint_every=1), PRIOR, tmp_path / "run", progress=False)
+    with pytest.raises(ValueError, match=r"train\.lr"):
+        pretrain(_config(steps=1, checkpoint_every=1, lr=5e-4), PRIOR, tmp_path / "run", resume=True, progress=False)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [({"arch": "gpt"}, "arch"), ({"size": "huge"}, "size"), ({"steps": 0}, "steps"), ({"lr": 0.0}, "lr"),
+     ({"model_overrides": {"d_model": 33}}, "divisible")],
+)
+def test_train_config_validation(changes, message):
+    with pytest.raises(ValueError, match=message):
+        _config(**changes)
+
+
+@pytest.mark.parametrize("arch, classifier", [("equitabpfn", EquiTabPFNClassifier), ("tabpfn-star", TabPFNStarClassifier)])
+def test_checkpoint_to_classifier_round_trip(tmp_path, arch, classifier):
+    path = pretrain(_config(arch=arch, steps=2, bundled_validation=True), PRIOR, tmp_path, progress=False)
+    _, card = load_checkpoint(path)
+    assert card.arch == arch and card.steps == 2 and card.datasets_seen == 6
+    assert card.prior["rows"] == 96 and card.training["lr"] == 1e-3 and card.wall_time_s > 0
+    assert 0 <= card.metrics["iris_accuracy"] <= 1 and "prior_loss" in card.metrics
+    rng = np.random.RandomState(0)
+    X, y = rng.normal(size=(40, 3)), np.arange(40) % 3
+    probabilities = classifier(checkpoint=path, device="cpu").fit(X, y).predict_proba(X)
+    assert probabilities.shape == (40, 3) and np.isfinite(probabilities).all()
+
+
+def test_same_data_stream_for_both_architectures(tmp_path):
+    """The controlled comparison: both models see identical prior batches."""
+    for arch in ("equitabpfn", "tabpfn-star"):
+        pretrain(_config(arch=arch, steps=3), PRIOR, tmp_path / arch, progress=False)
+    classes = [
+        [json.loads(line).get("n_classes") for line in (tmp_path / arch / "log.jsonl").read_text().splitlines()]
+        for arch in ("equitabpfn", "tabpfn-star")
+    ]
+    assert classes[0] == classes[1]
+
+
+def test_cli_pretrain_and_export(tmp_path):
+    runner = CliRunner()
+    args = ["pretrain", "--out", str(tmp_path / "run"), "--size", "tiny", "--steps", "2", "--batch-size", "2",
+            "--rows", "64", "--device", "cpu", "--no-bundled-validation", "--no-progress", "--arch", "tabpfn"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, args)  # the same directory again without --resume
+    assert result.exit_code == 2 and "--resume" in result.output
+    result = runner.invoke(app, ["export", str(tmp_path / "run"), "--out", str(tmp_path / "half.pt")])
+    assert result.exit_code == 0, result.output
+    model, card = load_checkpoint(tmp_path / "half.pt")
+    assert card.arch == "tabpfn-star" and card.steps == 2
+    result = runner.invoke(app, ["export", str(tmp_path / "missing"), "--out", str(tmp_path / "x.pt")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+@pytest.mark.slow
+def test_two_process_data_parallel_training(tmp_path):
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    command = [torchrun, "--standalone", "--nproc-per-node", "2", "--no-python", "equibench", "pretrain",
+               "--out", str(tmp_path), "--size", "tiny", "--steps", "3", "--batch-size", "2", "--rows", "64",
+               "--device", "cpu", "--no-bundled-validation", "--no-progress", "--checkpoint-every", "2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(command, check=True, timeout=300, env=env, cwd=tmp_path)
+    _, card = load_checkpoint(tmp_path / "model.pt")
+    assert card.training["world_size"] == 2 and card.datasets_seen == 3 * 2 * 2
+    steps = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in steps if r["kind"] == "step"] == [1, 2, 3]  # only rank 0 logs
