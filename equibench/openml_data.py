@@ -1,0 +1,91 @@
+"""OpenML tasks through the ``openml`` package, offline against a cache in openml's layout.
+
+A source cache may be read-only (openml writes pickles into its cache and deletes entries
+it cannot complete), so it is copied into a writable working cache first and the source is
+never modified.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+class TaskUnavailableError(RuntimeError):
+    """A task is neither in the cache nor reachable on the OpenML server."""
+
+
+@dataclass(frozen=True)
+class OpenMLTask:
+    task_id: int
+    name: str
+    X: pd.DataFrame
+    y: np.ndarray
+    categorical: np.ndarray  # (F,) bool
+    test_folds: np.ndarray  # (n_rows,) int: the fold in which each row is a test row
+
+    @property
+    def n_folds(self) -> int:
+        return int(self.test_folds.max()) + 1
+
+    def split(self, fold: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(train, validation, test) row indices: test = fold, validation = fold + 1
+        (cyclically), train = the other folds."""
+        if not 0 <= fold < self.n_folds:
+            raise ValueError(f"task {self.task_id} has folds 0..{self.n_folds - 1}, got fold {fold}")
+        validation_fold = (fold + 1) % self.n_folds
+        test = np.flatnonzero(self.test_folds == fold)
+        validation = np.flatnonzero(self.test_folds == validation_fold)
+        train = np.flatnonzero((self.test_folds != fold) & (self.test_folds != validation_fold))
+        return train, validation, test
+
+
+def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Path:
+    """Copy the cache at ``source`` into ``work_dir`` (files already there are kept) and
+    return ``work_dir``; the source is only read."""
+    source, work_dir = Path(source), Path(work_dir)
+    if not (source / "org").is_dir():
+        raise FileNotFoundError(
+            f"{str(source)!r} is not an OpenML cache (no org/ folder inside); point at the "
+            "directory that contains org/openml/www/..."
+        )
+    if source.resolve() != work_dir.resolve():
+        shutil.copytree(source, work_dir, dirs_exist_ok=True, copy_function=shutil.copy)
+        for path in work_dir.rglob("*"):  # copies of read-only files must become writable
+            path.chmod(path.stat().st_mode | 0o200)
+    return work_dir
+
+
+def load_task(task_id: int, cache_dir: str | os.PathLike) -> OpenMLTask:
+    """Load a classification task and its 10 folds from the openml cache in ``cache_dir``."""
+    os.environ.setdefault("OPENML_SKIP_PARQUET", "true")
+    import openml
+
+    openml.config.set_root_cache_directory(str(cache_dir))
+    openml.config.set_retry_policy("human", n_retries=1)  # offline is the common case: fail fast
+    try:
+        task = openml.tasks.get_task(task_id, download_splits=True, download_data=False)
+        dataset = task.get_dataset()
+        X, y, categorical, _ = dataset.get_data(target=task.target_name)
+    except Exception as error:  # openml raises connection, cache and server errors alike
+        raise TaskUnavailableError(
+            f"OpenML task {task_id} is not in the cache {str(cache_dir)!r} and the OpenML server "
+            f"could not be reached ({type(error).__name__}). Point --openml-cache (or "
+            "OPENML_CACHE_DIR) at a cache that holds it."
+        ) from error
+    test_folds = np.full(len(X), -1)
+    n_folds = task.get_split_dimensions()[1]
+    for fold in range(n_folds):
+        _, test = task.get_train_test_split_indices(fold=fold, repeat=0)
+        test_folds[test] = fold
+    if (test_folds < 0).any():
+        raise ValueError(f"task {task_id}: {int((test_folds < 0).sum())} rows are in no test fold")
+    return OpenMLTask(
+        task_id=task_id, name=dataset.name, X=X.reset_index(drop=True), y=np.asarray(y),
+        categorical=np.asarray(categorical, dtype=bool), test_folds=test_folds,
+    )

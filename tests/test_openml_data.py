@@ -1,0 +1,68 @@
+"""OpenML task loading from an offline cache, fold semantics, and the read-only source."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from equibench.openml_data import OpenMLTask, TaskUnavailableError, load_task, working_cache
+
+SHARED_CACHE = Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-cache"
+needs_cache = pytest.mark.skipif(not SHARED_CACHE.is_dir(), reason="the shared OpenML cache is not present")
+
+
+def _task(n_rows=50, n_folds=10):
+    return OpenMLTask(
+        task_id=1, name="toy", X=pd.DataFrame({"a": np.arange(n_rows)}), y=np.arange(n_rows) % 2,
+        categorical=np.array([False]), test_folds=np.arange(n_rows) % n_folds,
+    )
+
+
+def test_fold_semantics():
+    task = _task()
+    tested = np.zeros(50, dtype=int)
+    for fold in range(10):
+        train, validation, test = task.split(fold)
+        assert set(test) == set(np.flatnonzero(task.test_folds == fold))
+        assert set(validation) == set(np.flatnonzero(task.test_folds == (fold + 1) % 10))
+        assert not set(train) & set(validation) and not set(train) & set(test) and not set(validation) & set(test)
+        assert len(train) + len(validation) + len(test) == 50
+        tested[test] += 1
+    assert (tested == 1).all()
+    with pytest.raises(ValueError, match="folds 0..9"):
+        task.split(10)
+
+
+def test_not_a_cache_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not an OpenML cache"):
+        working_cache(tmp_path / "nothing", tmp_path / "work")
+
+
+def _digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@needs_cache
+def test_loads_a_cached_task_without_touching_the_source(tmp_path):
+    before = _digest(SHARED_CACHE / "org/openml/www/tasks/59")
+    cache = working_cache(SHARED_CACHE, tmp_path / "work")
+    task = load_task(59, cache)
+    assert task.name == "iris" and task.X.shape == (150, 4) and task.n_folds == 10
+    assert sorted(np.unique(task.y)) == ["Iris-setosa", "Iris-versicolor", "Iris-virginica"]
+    assert _digest(SHARED_CACHE / "org/openml/www/tasks/59") == before
+
+
+@needs_cache
+def test_uncached_task_names_the_task_and_the_offline_option(tmp_path):
+    cache = working_cache(SHARED_CACHE, tmp_path / "work")
+    with pytest.raises(TaskUnavailableError, match=r"task 999999 .*--openml-cache"):
+        load_task(999999, cache)
