@@ -141,6 +141,22 @@ def export(
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {card.steps} steps)")
 
 
+@app.command()
+def curves(
+    runs: Annotated[list[Path], typer.Argument(help="Pretraining output directories (label = folder name).")],
+    out: Annotated[Path, typer.Option(help="PNG (or PDF) file to write.")],
+    smoothing: Annotated[int, typer.Option(help="Moving-average window of the training loss (steps).")] = 50,
+) -> None:
+    """Training curves (loss, validation accuracies vs step) of one or more pretraining runs."""
+    from .training_curves import plot_training_curves
+
+    try:
+        path = plot_training_curves({run.name: run for run in runs}, out, smoothing=smoothing)
+    except FileNotFoundError as error:
+        raise _fail(error) from None
+    console.print(f"wrote {path}")
+
+
 prior_app = typer.Typer(help="Inspect the synthetic pretraining prior.", no_args_is_help=True)
 app.add_typer(prior_app, name="prior")
 

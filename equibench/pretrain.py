@@ -272,6 +272,8 @@ def pretrain(
     autocast = (
         torch.autocast(device_type=device.type, dtype=torch.bfloat16) if use_amp else nullcontext()
     )
+    if ddp.is_main and start_step == 0:
+        validate(0)  # the curves start from the untrained model
     model.train()
     with bar:
         task = bar.add_task(f"{config.arch}-{config.size}", total=config.steps, completed=start_step,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+from rich.console import Console
 from typer.testing import CliRunner
 
 import equibench
@@ -28,3 +31,14 @@ def test_info_command():
     result = CliRunner().invoke(app, ["info"])
     assert result.exit_code == 0, result.output
     assert equibench.__version__ in result.output and "torch" in result.output
+
+
+def test_info_lists_packaged_checkpoints_and_flags_broken_ones(monkeypatch, tmp_path):
+    shutil.copy(Path(__file__).parent / "data" / "tiny-equitabpfn.pt", tmp_path / "equitabpfn-tiny.pt")
+    (tmp_path / "tabpfn-star-tiny.pt").write_bytes(b"broken")
+    monkeypatch.setattr("equibench.model.checkpoint.packaged_checkpoint_dir", lambda: tmp_path)
+    monkeypatch.setattr("equibench.cli.console", Console(width=400))
+    result = CliRunner().invoke(app, ["info"])
+    assert result.exit_code == 0, result.output
+    assert "equitabpfn-tiny.pt" in result.output and "40,785" in result.output
+    assert "unreadable" in result.output

@@ -84,6 +84,8 @@ def test_resume_continues_exactly(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         pretrain(_config(), PRIOR, tmp_path / "resumed", progress=False)
     assert [s for s, _ in _step_losses(tmp_path / "resumed")] == [1, 2, 3, 4]  # step 4 is past the checkpoint
+    validations = [json.loads(line) for line in (tmp_path / "straight" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in validations if r["kind"] == "validation"] == [0, 3, 6]
     monkeypatch.setattr(pretrain_module, "sample_batch", real_sample)
     pretrain(_config(), PRIOR, tmp_path / "resumed", resume=True, progress=False)
 
@@ -153,6 +155,11 @@ def test_cli_pretrain_and_export(tmp_path):
     assert card.arch == "tabpfn-star" and card.steps == 2
     result = runner.invoke(app, ["export", str(tmp_path / "missing"), "--out", str(tmp_path / "x.pt")])
     assert result.exit_code == 2 and "does not exist" in result.output
+    result = runner.invoke(app, ["curves", str(tmp_path / "run"), "--out", str(tmp_path / "curves.png")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    result = runner.invoke(app, ["curves", str(tmp_path / "missing"), "--out", str(tmp_path / "c.png")])
+    assert result.exit_code == 2 and "pretraining output directory" in result.output
 
 
 @pytest.mark.slow

@@ -1,0 +1,62 @@
+"""Training curves of one or more pretraining runs (from their log.jsonl)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .pretrain import LOG_FILE
+
+
+def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(step records, validation records) of a run directory."""
+    path = Path(run_dir) / LOG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{str(path)!r} does not exist: is {str(run_dir)!r} a pretraining output directory?")
+    records = [json.loads(line) for line in path.read_text().splitlines() if line]
+    frame = pd.DataFrame(records)
+    steps = frame[frame["kind"] == "step"].dropna(axis=1, how="all")
+    validations = frame[frame["kind"] == "validation"].dropna(axis=1, how="all")
+    return steps.reset_index(drop=True), validations.reset_index(drop=True)
+
+
+def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.PathLike, smoothing: int = 50) -> Path:
+    """One figure: training loss (moving average over ``smoothing`` steps) and validation
+    prior loss vs step, and validation accuracies (prior and bundled datasets) vs step."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(13, 4.5), layout="constrained")
+    loss_axes, prior_axes, bundled_axes = figure.subplots(1, 3)
+    colours = dict(zip(runs, ["tab:blue", "tab:orange", "tab:green", "tab:red"]))
+    bundled_styles = ["-", "--", ":", "-."]
+    for label, run_dir in runs.items():
+        steps, validations = read_log(run_dir)
+        colour = colours[label]
+        smoothed = steps["loss"].rolling(smoothing, min_periods=1).mean()
+        loss_axes.plot(steps["step"], smoothed, color=colour, label=f"{label} train (avg {smoothing} steps)")
+        if "prior_loss" in validations:
+            loss_axes.plot(validations["step"], validations["prior_loss"], "o--", color=colour, label=f"{label} validation")
+            prior_axes.plot(validations["step"], 100 * validations["prior_accuracy"], "o-", color=colour, label=label)
+        bundled = [c for c in validations.columns if c.endswith("_accuracy") and c != "prior_accuracy"]
+        for style, column in zip(bundled_styles, bundled):
+            name = column.removesuffix("_accuracy")
+            bundled_axes.plot(validations["step"], 100 * validations[column], style, marker="o", markersize=3,
+                              color=colour, label=f"{label}: {name}")
+    loss_axes.set(xlabel="optimizer step", ylabel="cross-entropy (nats)", title="loss on prior test rows")
+    prior_axes.set(xlabel="optimizer step", ylabel="accuracy (%)", title="validation: held-out prior datasets")
+    bundled_axes.set(xlabel="optimizer step", ylabel="accuracy (%)", title="validation: bundled datasets (5-fold CV)")
+    for axes in (loss_axes, prior_axes, bundled_axes):
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize=7)
+    if np.isfinite(bundled_axes.get_ylim()).all():
+        bundled_axes.set_ylim(top=100)
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(figure).print_figure(out_path, dpi=110)
+    return out_path
