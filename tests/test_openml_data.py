@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,10 @@ import pytest
 
 from equibench.openml_data import OpenMLTask, TaskUnavailableError, load_task, working_cache
 
-SHARED_CACHE = Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-cache"
+# The shared read-only cache beside the checkout, or wherever EQUIBENCH_TEST_OPENML_CACHE points.
+SHARED_CACHE = Path(
+    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-cache")
+)
 needs_cache = pytest.mark.skipif(not SHARED_CACHE.is_dir(), reason="the shared OpenML cache is not present")
 
 

@@ -1,0 +1,116 @@
+"""Error-correcting output codes for classifiers limited to a few classes (TabPFN*: 10).
+
+Each codebook row is one sub-problem with at most ``max_classes`` labels: the
+``max_classes - 1`` least-covered classes so far get distinct symbols and every other class
+shares the "rest" symbol. Several random codebooks are drawn and the one with the largest
+minimum Hamming distance between class codes is kept. A class's score is the mean
+log-probability of its symbol over the rows where it is not "rest"; probabilities are the
+softmax of the scores.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
+
+_EPS = 1e-12
+
+
+def min_hamming_distance(codebook: np.ndarray) -> int:
+    """Smallest number of rows in which two classes' codes differ; codebook (rows, K)."""
+    n_classes = codebook.shape[1]
+    if n_classes < 2:
+        return codebook.shape[0]
+    differ = (codebook[:, :, None] != codebook[:, None, :]).sum(axis=0)  # (K, K)
+    return int(differ[~np.eye(n_classes, dtype=bool)].min())
+
+
+def draw_codebook(n_classes: int, max_classes: int, redundancy: float, rng: np.random.RandomState) -> np.ndarray:
+    """One random codebook (rows, K) of symbols in [0, max_classes - 1]; the symbol
+    ``max_classes - 1`` is "rest". Every class is covered about ``redundancy`` times."""
+    if n_classes <= max_classes:
+        return np.arange(n_classes)[None, :]  # the wrapped estimator handles K directly
+    named = max_classes - 1
+    n_rows = max(int(np.ceil(redundancy * n_classes / named)), int(np.ceil(n_classes / named)))
+    coverage = np.zeros(n_classes)
+    codebook = np.full((n_rows, n_classes), named)
+    for row in range(n_rows):
+        # least covered first, ties broken at random
+        chosen = np.lexsort((rng.rand(n_classes), coverage))[:named]
+        codebook[row, chosen] = rng.permutation(named)
+        coverage[chosen] += 1
+    return codebook
+
+
+class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """Wrap ``estimator`` (which handles at most ``max_classes`` classes) for any K.
+
+    Parameters
+    ----------
+    estimator : classifier with predict_proba
+    max_classes : int, default=10
+    redundancy : float, default=2.0
+        Average number of codebook rows in which a class has its own symbol.
+    n_draws : int, default=20
+        Random codebooks drawn; the one with the largest minimum Hamming distance is used.
+    random_state : int, RandomState or None
+    """
+
+    def __init__(self, estimator, max_classes: int = 10, redundancy: float = 2.0, n_draws: int = 20,
+                 random_state=None):
+        self.estimator = estimator
+        self.max_classes = max_classes
+        self.redundancy = redundancy
+        self.n_draws = n_draws
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    def fit(self, X, y):
+        if not isinstance(self.max_classes, numbers.Integral) or self.max_classes < 2:
+            raise ValueError(f"max_classes must be an integer >= 2, got {self.max_classes!r}")
+        if not isinstance(self.n_draws, numbers.Integral) or self.n_draws < 1:
+            raise ValueError(f"n_draws must be a positive integer, got {self.n_draws!r}")
+        if not isinstance(self.redundancy, numbers.Real) or not self.redundancy >= 1:
+            raise ValueError(f"redundancy must be a number >= 1, got {self.redundancy!r}")
+        # X goes to the wrapped estimator unchanged (DataFrames keep their dtypes)
+        validate_data(self, X, skip_check_array=True)
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(X, y)
+        check_classification_targets(y)
+        self.classes_, y_encoded = np.unique(y, return_inverse=True)
+        rng = check_random_state(self.random_state)
+        draws = [draw_codebook(len(self.classes_), self.max_classes, self.redundancy, rng) for _ in range(self.n_draws)]
+        self.codebook_ = max(draws, key=min_hamming_distance)  # first best on ties
+        self.estimators_ = [clone(self.estimator).fit(X, row[y_encoded]) for row in self.codebook_]
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        check_is_fitted(self)
+        validate_data(self, X, skip_check_array=True, reset=False)
+        n_classes = len(self.classes_)
+        rest = self.max_classes - 1 if n_classes > self.max_classes else None
+        scores = np.zeros((X.shape[0], n_classes))
+        counts = np.zeros(n_classes)
+        for row, estimator in zip(self.codebook_, self.estimators_):
+            symbol_proba = np.full((X.shape[0], self.max_classes), _EPS)
+            symbol_proba[:, estimator.classes_] = np.maximum(estimator.predict_proba(X), _EPS)
+            own = row != rest
+            scores[:, own] += np.log(symbol_proba[:, row[own]])
+            counts[own] += 1
+        scores /= np.maximum(counts, 1)
+        scores -= scores.max(axis=1, keepdims=True)
+        probabilities = np.exp(scores)
+        return probabilities / probabilities.sum(axis=1, keepdims=True)
+
+    def predict(self, X) -> np.ndarray:
+        probabilities = self.predict_proba(X)
+        return self.classes_[np.argmax(probabilities, axis=1)]
