@@ -93,7 +93,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} handles at most {self.model_.config.max_classes} classes "
                 f"but y has {n_classes}. Use EquiTabPFNClassifier, which handles any number of "
                 "classes, or wrap this estimator in an error-correcting output code (ECOC) "
-                "ensemble, e.g. sklearn.multiclass.OutputCodeClassifier."
+                "ensemble: equibench.baselines.ecoc.ECOCClassifier(TabPFNStarClassifier())."
             )
         rows = balanced_subsample(y_encoded, self.max_train_rows, rng)
         X_rows = X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]

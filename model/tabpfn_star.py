@@ -48,8 +48,8 @@ class TabPFNStar(nn.Module):
             raise TooManyClassesError(
                 f"TabPFN* has {self.config.max_classes} output classes but the data has "
                 f"{n_classes}. Use EquiTabPFNClassifier, which handles any number of classes, "
-                "or wrap TabPFN* in an error-correcting output code (ECOC) ensemble, e.g. "
-                "sklearn.multiclass.OutputCodeClassifier(TabPFNStarClassifier())."
+                "or wrap TabPFN* in an error-correcting output code (ECOC) ensemble: "
+                "equibench.baselines.ecoc.ECOCClassifier(TabPFNStarClassifier())."
             )
         n_train = x_train.shape[1]
         features = missing_indicator_features(torch.cat([x_train, x_test], dim=1), self.config.f_max)

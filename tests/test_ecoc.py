@@ -85,3 +85,13 @@ def test_string_labels_and_a_symbol_missing_from_a_row():
 def test_bad_parameters(params, message):
     with pytest.raises(ValueError, match=message):
         ECOCClassifier(LogisticRegression(), **params).fit(*_problem(n_classes=3))
+
+
+def test_tabpfn_star_beyond_ten_classes_through_ecoc():
+    from equibench import TabPFNStarClassifier
+    from make_fixtures import CHECKPOINTS
+
+    X, y = _problem(n_classes=12, n_samples=240)
+    star = TabPFNStarClassifier(checkpoint=CHECKPOINTS["tabpfn-star"], n_estimators=1, device="cpu", random_state=0)
+    probabilities = ECOCClassifier(star, random_state=0).fit(X, y).predict_proba(X[:5])
+    assert probabilities.shape == (5, 12) and np.isfinite(probabilities).all()
