@@ -54,20 +54,27 @@ def info() -> None:
         )
         return
     table = Table(title="packaged checkpoints")
-    for column in ("file", "arch", "size", "parameters", "steps", "datasets seen", "hardware", "metrics"):
+    for column in ("file", "arch", "size", "parameters", "steps", "datasets seen", "train time"):
         table.add_column(column)
+    details = []
     for path in checkpoints:
         try:
             card = read_card(path)
         except CheckpointError as error:
-            table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", "", str(error))
+            table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", "")
+            details.append(f"{path.name}: {escape(str(error))}")
             continue
-        metrics = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in card.metrics.items())
         table.add_row(
             path.name, card.arch, card.size, f"{card.n_parameters:,}", str(card.steps),
-            f"{card.datasets_seen:,}", card.hardware, metrics,
+            f"{card.datasets_seen:,}", f"{card.wall_time_s / 3600:.1f} h",
         )
+        metrics = ", ".join(
+            f"{k.removesuffix('_accuracy')} {v:.3f}" for k, v in card.metrics.items() if k.endswith("_accuracy")
+        )
+        details.append(f"{path.name}: trained on {card.hardware}; validation accuracy: {metrics}")
     console.print(table)
+    for line in details:
+        console.print(line, highlight=False)
 
 
 Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)

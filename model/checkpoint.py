@@ -172,13 +172,13 @@ def read_card(path: str | os.PathLike) -> ModelCard:
 
 
 # ---------------------------------------------------------------------------
-# Packaged checkpoints (installed with the package under equibench/model/checkpoints/)
+# Packaged checkpoints (``<arch>-<size>.pt`` files installed inside equibench.model)
 
 _ARCH_FILE_PREFIX = {"equitabpfn": "equitabpfn", "tabpfn-star": "tabpfn-star"}
 
 
 def packaged_checkpoint_dir() -> Path:
-    return Path(str(resources.files(__package__).joinpath("checkpoints")))
+    return Path(str(resources.files(__package__)))
 
 
 def packaged_checkpoints() -> list[Path]:

@@ -268,3 +268,14 @@ def test_a_model_object_is_accepted():
     X, y = _blobs()
     from_object = EquiTabPFNClassifier(checkpoint=model, device="cpu", random_state=0).fit(X, y)
     np.testing.assert_array_equal(from_object.predict_proba(X), _equi().fit(X, y).predict_proba(X))
+
+
+@pytest.mark.parametrize("classifier_class", [EquiTabPFNClassifier, TabPFNStarClassifier])
+def test_packaged_checkpoints_load_by_default_and_fit_training_data(classifier_class):
+    """The shipped pretrained checkpoints pass sklearn's training-accuracy check offline."""
+    from sklearn.utils.estimator_checks import check_classifiers_train
+
+    classifier = classifier_class(device="cpu", random_state=0)
+    check_classifiers_train(classifier_class.__name__, classifier)
+    X, y = _blobs()
+    assert classifier.fit(X, y).model_.arch == classifier_class._arch
