@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from equibench.model import build_model, count_parameters, size_config
-from equibench.pretrain import hardware_description
+from equibench.machine import hardware_description
 from equibench.prior import PriorConfig, sample_batch
 from equibench.validation import forward_batch, masked_test_loss
 

@@ -14,21 +14,11 @@ import datetime
 import os
 import platform
 import time
-from pathlib import Path
 
 import torch
 
+from equibench.machine import cpu_name
 from equibench.prior import PriorConfig, sample_batch
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def measure(config: PriorConfig, batch_size: int, seconds: float, device: str) -> dict:
@@ -67,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     results = [measure(config, args.batch_size, args.seconds, device) for device in devices]
     print("### Synthetic prior throughput\n")
     print(f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    print(f"- CPU: {_cpu_name()} ({os.cpu_count()} logical CPUs), torch threads: {torch.get_num_threads()}")
+    print(f"- CPU: {cpu_name()} ({os.cpu_count()} logical CPUs), torch threads: {torch.get_num_threads()}")
     if torch.cuda.is_available():
         print(f"- GPU: {torch.cuda.get_device_name()}")
     print(f"- torch {torch.__version__}, Python {platform.python_version()}, {platform.system()} {platform.machine()}")

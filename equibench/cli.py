@@ -92,6 +92,7 @@ def pretrain(
     batch_size: Annotated[int, typer.Option(help="Datasets per micro-batch (per process).")] = 8,
     grad_accumulation: Annotated[int, typer.Option(help="Micro-batches per optimizer step.")] = 1,
     rows: Annotated[int, typer.Option(help="Rows per synthetic dataset (train + test).")] = 1152,
+    nan_prob: Annotated[float, typer.Option(help="Share of prior datasets given missing values.")] = 0.0,
     lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 1e-4,
     warmup_steps: Annotated[int, typer.Option(help="Linear warm-up steps before the cosine decay.")] = 100,
     weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.0,
@@ -125,7 +126,7 @@ def pretrain(
             seed=seed, device=device, amp=amp, checkpoint_every=checkpoint_every, validate_every=validate_every,
             validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
         )
-        prior = PriorConfig(rows=rows)
+        prior = PriorConfig(rows=rows, nan_prob=nan_prob)
         path = run_pretraining(config, prior, out, resume=resume, progress=progress)
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         raise _fail(error) from None

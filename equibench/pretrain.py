@@ -17,7 +17,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import shlex
 import sys
 import time
@@ -32,7 +31,9 @@ from torch import nn
 
 from . import __version__
 from .classifier import resolve_device
+from .machine import hardware_description
 from .model import SIZES, ModelCard, build_model, save_checkpoint, size_config
+from .model.checkpoint import atomic_torch_save
 from .prior import PriorConfig, sample_batch
 from .validation import bundled_accuracy, forward_batch, masked_test_loss, prior_metrics, validation_prior_batches
 
@@ -88,20 +89,6 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def hardware_description(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)} (CUDA)"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} threads"
-
-
 class _Distributed:
     """Rank and world size from torchrun's environment; a no-op for one process."""
 
@@ -125,10 +112,20 @@ class _Distributed:
             dist.destroy_process_group()
 
 
-def _atomic_torch_save(payload, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+#: Settings that do not change the training trajectory and may differ on --resume.
+_FREE_ON_RESUME = {"device", "checkpoint_every", "validate_every", "validation_batches", "bundled_validation"}
+
+
+def _changed_settings(saved: dict, current: dict) -> list[str]:
+    """The settings of ``current`` that would make a resumed run differ from ``saved``."""
+    changed = [
+        f"{section}.{key}"
+        for section in ("train", "prior", "model")
+        for key in sorted(set(saved[section]) | set(current[section]))
+        if saved[section].get(key) != current[section].get(key)
+        and not (section == "train" and key in _FREE_ON_RESUME)
+    ]
+    return changed + (["world_size"] if saved["world_size"] != current["world_size"] else [])
 
 
 def _read_log(path: Path, up_to_step: int) -> list[str]:
@@ -136,10 +133,6 @@ def _read_log(path: Path, up_to_step: int) -> list[str]:
     if not path.exists():
         return []
     return [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= up_to_step]
-
-
-def _describe_model_config(config: TrainConfig) -> dict:
-    return size_config(config.size, **config.model_overrides).to_dict()
 
 
 def pretrain(
@@ -161,7 +154,7 @@ def pretrain(
     run_description = {
         "train": dataclasses.asdict(config),
         "prior": prior.to_dict(),
-        "model": _describe_model_config(config),
+        "model": size_config(config.size, **config.model_overrides).to_dict(),
         "world_size": ddp.world_size,
     }
     state_path = out_dir / STATE_FILE
@@ -171,15 +164,8 @@ def pretrain(
                 f"--resume was given but {str(state_path)!r} does not exist; start without --resume"
             )
         state = torch.load(state_path, map_location="cpu", weights_only=True)
-        if state["run"] != run_description:
-            changed = sorted(
-                f"{section}.{key}"
-                for section in ("train", "prior", "model")
-                for key in set(state["run"][section]) | set(run_description[section])
-                if state["run"][section].get(key) != run_description[section].get(key)
-            )
-            if state["run"]["world_size"] != ddp.world_size:
-                changed.append("world_size")
+        changed = _changed_settings(state["run"], run_description)
+        if changed:
             raise ValueError(
                 f"cannot resume {str(out_dir)!r}: the settings differ from the saved run in {changed}; "
                 "use the same options as the original command, or a new --out directory"
@@ -228,7 +214,7 @@ def pretrain(
             dist.all_gather_object(generators, prior_generator.get_state())
         if not ddp.is_main:
             return
-        _atomic_torch_save(
+        atomic_torch_save(
             {
                 "run": run_description, "step": step, "datasets_seen": datasets_seen,
                 "wall_time_s": wall_time, "metrics": metrics, "model": model.state_dict(),

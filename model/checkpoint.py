@@ -95,6 +95,12 @@ def save_checkpoint(
         "state_dict": state,
         "weights_dtype": weights_dtype,
     }
+    return atomic_torch_save(payload, path)
+
+
+def atomic_torch_save(payload, path: str | os.PathLike) -> Path:
+    """``torch.save`` to a temporary file beside ``path``, then rename: a reader (or a
+    process killed mid-write) never sees a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -105,6 +105,10 @@ def test_run_directory_guards(tmp_path):
         pretrain(_config(steps=1, checkpoint_every=1), PRIOR, tmp_path / "run", progress=False)
     with pytest.raises(ValueError, match=r"train\.lr"):
         pretrain(_config(steps=1, checkpoint_every=1, lr=5e-4), PRIOR, tmp_path / "run", resume=True, progress=False)
+    with pytest.raises(ValueError, match=r"prior\.rows"):
+        pretrain(_config(steps=1, checkpoint_every=1), PriorConfig(rows=128), tmp_path / "run", resume=True, progress=False)
+    # bookkeeping settings (checkpoint and validation cadence, device) may change on resume
+    pretrain(_config(steps=1, checkpoint_every=5, validate_every=7), PRIOR, tmp_path / "run", resume=True, progress=False)
 
 
 @pytest.mark.parametrize(
@@ -144,7 +148,8 @@ def test_same_data_stream_for_both_architectures(tmp_path):
 def test_cli_pretrain_and_export(tmp_path):
     runner = CliRunner()
     args = ["pretrain", "--out", str(tmp_path / "run"), "--size", "tiny", "--steps", "2", "--batch-size", "2",
-            "--rows", "64", "--device", "cpu", "--no-bundled-validation", "--no-progress", "--arch", "tabpfn"]
+            "--rows", "64", "--device", "cpu", "--no-bundled-validation", "--no-progress", "--arch", "tabpfn",
+            "--nan-prob", "0.5"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, args)  # the same directory again without --resume
@@ -152,7 +157,7 @@ def test_cli_pretrain_and_export(tmp_path):
     result = runner.invoke(app, ["export", str(tmp_path / "run"), "--out", str(tmp_path / "half.pt")])
     assert result.exit_code == 0, result.output
     model, card = load_checkpoint(tmp_path / "half.pt")
-    assert card.arch == "tabpfn-star" and card.steps == 2
+    assert card.arch == "tabpfn-star" and card.steps == 2 and card.prior["nan_prob"] == 0.5
     result = runner.invoke(app, ["export", str(tmp_path / "missing"), "--out", str(tmp_path / "x.pt")])
     assert result.exit_code == 2 and "does not exist" in result.output
     result = runner.invoke(app, ["curves", str(tmp_path / "run"), "--out", str(tmp_path / "curves.png")])

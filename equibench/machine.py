@@ -1,0 +1,25 @@
+"""A one-line description of the hardware, for model cards and benchmark records."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import torch
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware_description(device: torch.device) -> str:
+    """GPU name for CUDA devices, else the CPU model and torch's thread count."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA)"
+    return f"{cpu_name()}, {torch.get_num_threads()} threads"
