@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .model.config import F_MAX
+from .model.config import F_MAX, dataclass_from_dict
 from .normalize import apply_normalization, fit_normalization, rescale_by_used_features
 
 _ACTIVATIONS = ("tanh", "identity", "relu")
@@ -176,11 +176,7 @@ class PriorConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> PriorConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown PriorConfig fields {unknown}; known fields: {sorted(known)}")
-        return cls(**data)
+        return dataclass_from_dict(cls, data)
 
 
 class PriorBatch(NamedTuple):

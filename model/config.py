@@ -44,11 +44,16 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown ModelConfig fields {unknown}; known fields: {sorted(known)}")
-        return cls(**data)
+        return dataclass_from_dict(cls, data)
+
+
+def dataclass_from_dict(cls, data: dict):
+    """``cls(**data)``, refusing keys that are not fields of the dataclass ``cls``."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} fields {unknown}; known fields: {sorted(known)}")
+    return cls(**data)
 
 
 #: Named sizes. ``base`` is the paper's model (d=512, 4 heads, 6 layers, ~25M parameters).
