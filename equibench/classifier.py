@@ -89,12 +89,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         self.model_ = self._load_model()
         self.device_ = resolve_device(self.device)
         if self._class_shifts and n_classes > self.model_.config.max_classes:
-            raise TooManyClassesError(
-                f"{type(self).__name__} handles at most {self.model_.config.max_classes} classes "
-                f"but y has {n_classes}. Use EquiTabPFNClassifier, which handles any number of "
-                "classes, or wrap this estimator in an error-correcting output code (ECOC) "
-                "ensemble: equibench.baselines.ecoc.ECOCClassifier(TabPFNStarClassifier())."
-            )
+            raise TooManyClassesError.for_counts(self.model_.config.max_classes, n_classes)
         rows = balanced_subsample(y_encoded, self.max_train_rows, rng)
         X_rows = X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
         self.encoder_ = TableEncoder(self.model_.config.f_max, random_state=rng.randint(2**31 - 1))

@@ -32,7 +32,7 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
 
     figure = Figure(figsize=(13, 4.5), layout="constrained")
     loss_axes, prior_axes, bundled_axes = figure.subplots(1, 3)
-    colours = dict(zip(runs, ["tab:blue", "tab:orange", "tab:green", "tab:red"]))
+    colours = {label: f"C{index}" for index, label in enumerate(runs)}  # matplotlib's colour cycle
     bundled_styles = ["-", "--", ":", "-."]
     for label, run_dir in runs.items():
         steps, validations = read_log(run_dir)

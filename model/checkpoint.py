@@ -180,9 +180,6 @@ def read_card(path: str | os.PathLike) -> ModelCard:
 # ---------------------------------------------------------------------------
 # Packaged checkpoints (``<arch>-<size>.pt`` files installed inside equibench.model)
 
-_ARCH_FILE_PREFIX = {"equitabpfn": "equitabpfn", "tabpfn-star": "tabpfn-star"}
-
-
 def packaged_checkpoint_dir() -> Path:
     return Path(str(resources.files(__package__)))
 
@@ -195,11 +192,11 @@ def packaged_checkpoints() -> list[Path]:
 
 def default_checkpoint(arch: str) -> Path:
     """The largest packaged checkpoint of ``arch`` (named ``<arch>-<size>.pt``)."""
-    if arch not in _ARCH_FILE_PREFIX:
+    if arch not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {arch!r}; choose one of {list(ARCHITECTURES)}")
     available = {path.stem: path for path in packaged_checkpoints()}
     for size in reversed(list(SIZES)):
-        path = available.get(f"{_ARCH_FILE_PREFIX[arch]}-{size}")
+        path = available.get(f"{arch}-{size}")
         if path is not None:
             return path
     raise CheckpointError(

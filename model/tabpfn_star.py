@@ -13,6 +13,15 @@ from .layers import DatapointAttentionBlock, missing_indicator_features
 class TooManyClassesError(ValueError):
     """Raised when TabPFN* is asked for more classes than its fixed output layer has."""
 
+    @classmethod
+    def for_counts(cls, max_classes: int, n_classes: int) -> TooManyClassesError:
+        return cls(
+            f"TabPFN* has {max_classes} output classes but the data has {n_classes}. Use "
+            "EquiTabPFNClassifier, which handles any number of classes, or wrap TabPFN* in an "
+            "error-correcting output code (ECOC) ensemble: "
+            "equibench.baselines.ecoc.ECOCClassifier(TabPFNStarClassifier())."
+        )
+
 
 class TabPFNStar(nn.Module):
     """One token per row: x-embedding plus (train rows) a dense embedding of the
@@ -45,12 +54,7 @@ class TabPFNStar(nn.Module):
     ) -> torch.Tensor:
         """Class logits of the test rows; same contract as :meth:`EquiTabPFN.forward`."""
         if n_classes > self.config.max_classes:
-            raise TooManyClassesError(
-                f"TabPFN* has {self.config.max_classes} output classes but the data has "
-                f"{n_classes}. Use EquiTabPFNClassifier, which handles any number of classes, "
-                "or wrap TabPFN* in an error-correcting output code (ECOC) ensemble: "
-                "equibench.baselines.ecoc.ECOCClassifier(TabPFNStarClassifier())."
-            )
+            raise TooManyClassesError.for_counts(self.config.max_classes, n_classes)
         n_train = x_train.shape[1]
         features = missing_indicator_features(torch.cat([x_train, x_test], dim=1), self.config.f_max)
         tokens = self.covariate_encoder(features)  # (B, N+M, d)
