@@ -108,6 +108,7 @@ def pretrain(
     layers: Annotated[Optional[int], typer.Option(help="Override the size's layer count.")] = None,
     heads: Annotated[Optional[int], typer.Option(help="Override the size's attention heads.")] = None,
     mlp_hidden: Annotated[Optional[int], typer.Option(help="Override the size's MLP width.")] = None,
+    init_from: Annotated[Optional[Path], typer.Option(help="Start from this checkpoint's weights (continued pretraining; same arch and size).")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes)."""
@@ -125,6 +126,7 @@ def pretrain(
             grad_accumulation=grad_accumulation, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
             seed=seed, device=device, amp=amp, checkpoint_every=checkpoint_every, validate_every=validate_every,
             validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
+            init_from=None if init_from is None else str(init_from),
         )
         prior = PriorConfig(rows=rows, nan_prob=nan_prob)
         path = run_pretraining(config, prior, out, resume=resume, progress=progress)

@@ -32,7 +32,7 @@ from torch import nn
 from . import __version__
 from .classifier import resolve_device
 from .machine import hardware_description
-from .model import SIZES, ModelCard, build_model, save_checkpoint, size_config
+from .model import SIZES, ModelCard, build_model, load_checkpoint, save_checkpoint, size_config
 from .model.checkpoint import atomic_torch_save
 from .prior import PriorConfig, sample_batch
 from .validation import bundled_accuracy, forward_batch, masked_test_loss, prior_metrics, validation_prior_batches
@@ -64,6 +64,7 @@ class TrainConfig:
     validation_batches: int = 8
     bundled_validation: bool = True
     model_overrides: dict = field(default_factory=dict)  # fields of ModelConfig to change
+    init_from: str | None = None  # checkpoint whose weights start the run (continued pretraining)
 
     def __post_init__(self) -> None:
         if self.arch not in ("equitabpfn", "tabpfn-star"):
@@ -135,6 +136,22 @@ def _read_log(path: Path, up_to_step: int) -> list[str]:
     return [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= up_to_step]
 
 
+def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]:
+    """Weights and lineage (``{"checkpoint", "steps", "datasets_seen", "wall_time_s", "command"}``)
+    of ``config.init_from``, checked against the model this run builds."""
+    source, card = load_checkpoint(config.init_from)
+    if source.arch != model.arch or source.config != model.config:
+        raise ValueError(
+            f"--init-from {config.init_from!r} holds a {source.arch} model with {source.config}, but this run "
+            f"trains a {model.arch} model with {model.config}; pass the same --arch, --size and overrides"
+        )
+    lineage = {
+        "checkpoint": str(config.init_from), "steps": card.steps, "datasets_seen": card.datasets_seen,
+        "wall_time_s": card.wall_time_s, "command": card.command, "training": card.training,
+    }
+    return source.state_dict(), lineage
+
+
 def pretrain(
     config: TrainConfig,
     prior: PriorConfig,
@@ -142,7 +159,11 @@ def pretrain(
     resume: bool = False,
     progress: bool = True,
 ) -> Path:
-    """Train (or resume) a model on the prior; returns the path of ``model.pt``."""
+    """Train (or resume) a model on the prior; returns the path of ``model.pt``.
+
+    With ``config.init_from`` the run starts from that checkpoint's weights (fresh optimizer
+    and schedule); the model card then counts steps, datasets and time over both runs and
+    keeps the earlier run's command under ``training["initialised_from"]``."""
     out_dir = Path(out_dir)
     device = resolve_device(config.device)
     use_amp = device.type == "cuda" if config.amp is None else config.amp
@@ -186,6 +207,11 @@ def pretrain(
     )
     prior_generator = torch.Generator(device=device).manual_seed(config.seed * 1_000_003 + ddp.rank)
     start_step, datasets_seen, wall_time, metrics = 0, 0, 0.0, {}
+    lineage = None
+    if config.init_from is not None:
+        initial_state, lineage = _initial_weights(config, model)
+        if not resume:
+            model.load_state_dict(initial_state)
     if resume:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -223,10 +249,14 @@ def pretrain(
             },
             state_path,
         )
+        earlier = lineage or {"steps": 0, "datasets_seen": 0, "wall_time_s": 0.0}
+        training = {**dataclasses.asdict(config), "world_size": ddp.world_size, "amp": use_amp}
+        if lineage is not None:
+            training["initialised_from"] = lineage
         card = ModelCard(
-            arch=config.arch, size=config.size, prior=prior.to_dict(),
-            training={**dataclasses.asdict(config), "world_size": ddp.world_size, "amp": use_amp},
-            steps=step, datasets_seen=datasets_seen, wall_time_s=round(wall_time, 1),
+            arch=config.arch, size=config.size, prior=prior.to_dict(), training=training,
+            steps=earlier["steps"] + step, datasets_seen=earlier["datasets_seen"] + datasets_seen,
+            wall_time_s=round(earlier["wall_time_s"] + wall_time, 1),
             hardware=f"{ddp.world_size} x {hardware_description(device)}", metrics=metrics,
             command=command, seed=config.seed, equibench_version=__version__,
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -179,3 +179,26 @@ def test_two_process_data_parallel_training(tmp_path):
     assert card.training["world_size"] == 2 and card.datasets_seen == 3 * 2 * 2
     steps = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in steps if r["kind"] == "step"] == [1, 2, 3]  # only rank 0 logs
+
+
+def test_init_from_continues_from_a_checkpoint(tmp_path):
+    first = pretrain(_config(steps=3), PRIOR, tmp_path / "first", progress=False)
+    source, source_card = load_checkpoint(first)
+    second = pretrain(_config(steps=3, init_from=str(first), seed=1), PRIOR, tmp_path / "second", progress=False)
+    _, card = load_checkpoint(second)
+    assert card.steps == 6 and card.datasets_seen == 2 * source_card.datasets_seen
+    assert card.training["initialised_from"]["checkpoint"] == str(first)
+    assert card.training["initialised_from"]["steps"] == 3
+    # step 0 of the continued run validates the source weights, not a fresh init
+    log = [json.loads(line) for line in (tmp_path / "second" / "log.jsonl").read_text().splitlines()]
+    first_log = [json.loads(line) for line in (tmp_path / "first" / "log.jsonl").read_text().splitlines()]
+    start = next(r for r in log if r["kind"] == "validation" and r["step"] == 0)
+    end_of_first = next(r for r in first_log if r["kind"] == "validation" and r["step"] == 3)
+    assert start["prior_loss"] == pytest.approx(end_of_first["prior_loss"], abs=1e-6)
+
+
+def test_init_from_refuses_a_different_model(tmp_path):
+    first = pretrain(_config(steps=1), PRIOR, tmp_path / "first", progress=False)
+    with pytest.raises(ValueError, match="--init-from .* pass the same --arch"):
+        pretrain(_config(steps=1, arch="tabpfn-star", init_from=str(first)), PRIOR, tmp_path / "b", progress=False)
+    assert not (tmp_path / "b" / "log.jsonl").exists()
