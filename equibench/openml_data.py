@@ -9,40 +9,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+
+from .tasks import Task
 
 
 class TaskUnavailableError(RuntimeError):
     """A task is neither in the cache nor reachable on the OpenML server."""
-
-
-@dataclass(frozen=True)
-class OpenMLTask:
-    task_id: int
-    name: str
-    X: pd.DataFrame
-    y: np.ndarray
-    categorical: np.ndarray  # (F,) bool
-    test_folds: np.ndarray  # (n_rows,) int: the fold in which each row is a test row
-
-    @property
-    def n_folds(self) -> int:
-        return int(self.test_folds.max()) + 1
-
-    def split(self, fold: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(train, validation, test) row indices: test = fold, validation = fold + 1
-        (cyclically), train = the other folds."""
-        if not 0 <= fold < self.n_folds:
-            raise ValueError(f"task {self.task_id} has folds 0..{self.n_folds - 1}, got fold {fold}")
-        validation_fold = (fold + 1) % self.n_folds
-        test = np.flatnonzero(self.test_folds == fold)
-        validation = np.flatnonzero(self.test_folds == validation_fold)
-        train = np.flatnonzero((self.test_folds != fold) & (self.test_folds != validation_fold))
-        return train, validation, test
 
 
 def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Path:
@@ -61,7 +36,7 @@ def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Pat
     return work_dir
 
 
-def load_task(task_id: int, cache_dir: str | os.PathLike) -> OpenMLTask:
+def load_task(task_id: int, cache_dir: str | os.PathLike) -> Task:
     """Load a classification task and its 10 folds from the openml cache in ``cache_dir``."""
     os.environ.setdefault("OPENML_SKIP_PARQUET", "true")
     import openml
@@ -85,7 +60,7 @@ def load_task(task_id: int, cache_dir: str | os.PathLike) -> OpenMLTask:
         test_folds[test] = fold
     if (test_folds < 0).any():
         raise ValueError(f"task {task_id}: {int((test_folds < 0).sum())} rows are in no test fold")
-    return OpenMLTask(
-        task_id=task_id, name=dataset.name, X=X.reset_index(drop=True), y=np.asarray(y),
+    return Task(
+        task_id=str(task_id), name=dataset.name, X=X.reset_index(drop=True), y=np.asarray(y),
         categorical=np.asarray(categorical, dtype=bool), test_folds=test_folds,
     )

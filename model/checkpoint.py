@@ -98,21 +98,26 @@ def save_checkpoint(
     return atomic_torch_save(payload, path)
 
 
-def atomic_torch_save(payload, path: str | os.PathLike) -> Path:
-    """``torch.save`` to a temporary file beside ``path``, then rename: a reader (or a
-    process killed mid-write) never sees a partial file."""
+def atomic_write(path: str | os.PathLike, write) -> Path:
+    """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it to
+    ``path``: a reader (or a process killed mid-write) never sees a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(handle)
     try:
-        torch.save(payload, tmp)
+        write(Path(tmp))
         os.chmod(tmp, 0o644)  # mkstemp creates 0600 files
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def atomic_torch_save(payload, path: str | os.PathLike) -> Path:
+    """``torch.save`` through :func:`atomic_write`."""
+    return atomic_write(path, lambda tmp: torch.save(payload, tmp))
 
 
 def _read_payload(path: Path) -> dict:

@@ -1,0 +1,84 @@
+"""The one interface every evaluated method implements.
+
+The evaluator hands a method preprocessed float32 arrays and labels coded ``0..K-1`` over
+the task's full class list. A fold's train part may miss some classes: :class:`Method`
+recodes the classes it sees to ``0..S-1`` for the learner (XGBoost and friends require
+contiguous labels), drops validation rows of unseen classes, and places the learner's
+``S`` probability columns back into the task's ``K`` columns (zeros for unseen classes).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class MethodUnavailableError(RuntimeError):
+    """The method cannot run here (missing package or weights): its cells are *skipped*,
+    with ``str(error)`` as the reason."""
+
+
+class MissingDependencyError(MethodUnavailableError, ImportError):
+    """An optional package a method needs is not installed; ``hint`` says how to get it."""
+
+    def __init__(self, method: str, module: str, pip_name: str):
+        self.hint = f'pip install "{pip_name}"'
+        super().__init__(f"method {method!r} needs the Python package {module!r}: {self.hint}")
+
+
+def require(method: str, module: str, pip_name: str):
+    """Import ``module`` or raise :class:`MissingDependencyError` naming the pip package."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependencyError(method, module, pip_name) from None
+
+
+class Method(ABC):
+    """A classifier under evaluation: ``fit`` (with optional validation data) then
+    ``predict_proba`` over the task's ``n_classes`` classes."""
+
+    name: str = ""
+
+    def __init__(self, n_classes: int, seed: int = 0, **settings):
+        self.n_classes = n_classes
+        self.seed = seed
+        self.settings = settings
+
+    def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None, y_val: np.ndarray | None = None):
+        """X (n, F) float32, y (n,) int in 0..K-1; validation data for early stopping."""
+        self.seen_classes_ = np.unique(y)  # (S,)
+        if len(self.seen_classes_) < 2:
+            return self  # a single class: predicted with probability 1, nothing to learn
+        codes = np.searchsorted(self.seen_classes_, y)
+        if X_val is not None and y_val is not None:
+            known = np.isin(y_val, self.seen_classes_)
+            X_val, y_val = X_val[known], np.searchsorted(self.seen_classes_, y_val[known])
+            if len(y_val) == 0:
+                X_val = y_val = None
+        self._fit(X, codes, X_val, y_val, len(self.seen_classes_))
+        return self
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """(n, K) probabilities in the task's class order; rows sum to 1."""
+        proba = np.zeros((len(X), self.n_classes))
+        if len(self.seen_classes_) < 2:
+            proba[:, self.seen_classes_[0]] = 1.0
+            return proba
+        seen = np.asarray(self._predict_proba(X), dtype=np.float64)  # (n, S)
+        if seen.shape != (len(X), len(self.seen_classes_)):
+            raise RuntimeError(
+                f"{self.name}: predict_proba returned shape {seen.shape}, expected {(len(X), len(self.seen_classes_))}"
+            )
+        proba[:, self.seen_classes_] = seen
+        return proba / proba.sum(axis=1, keepdims=True)
+
+    @abstractmethod
+    def _fit(self, X: np.ndarray, y: np.ndarray, X_val, y_val, n_seen: int) -> None:
+        """Fit on labels ``0..n_seen-1`` (all present in y); X_val/y_val may be None."""
+
+    @abstractmethod
+    def _predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """(n, n_seen) probabilities."""

@@ -1,0 +1,18 @@
+"""Decision-tree baseline (TabZilla default: max_depth 5)."""
+
+from __future__ import annotations
+
+from sklearn.tree import DecisionTreeClassifier
+
+from .base import Method
+
+
+class DecisionTreeMethod(Method):
+    name = "decision-tree"
+
+    def _fit(self, X, y, X_val, y_val, n_seen):
+        self.model_ = DecisionTreeClassifier(max_depth=self.settings.get("max_depth", 5), random_state=self.seed)
+        self.model_.fit(X, y)
+
+    def _predict_proba(self, X):
+        return self.model_.predict_proba(X)

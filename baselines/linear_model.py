@@ -1,0 +1,23 @@
+"""Linear baseline: multinomial logistic regression with scikit-learn's defaults."""
+
+from __future__ import annotations
+
+import warnings
+
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+
+from .base import Method
+
+
+class LinearModelMethod(Method):
+    name = "linear-model"
+
+    def _fit(self, X, y, X_val, y_val, n_seen):
+        self.model_ = LogisticRegression(max_iter=self.settings.get("max_iter", 1000), random_state=self.seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            self.model_.fit(X, y)
+
+    def _predict_proba(self, X):
+        return self.model_.predict_proba(X)

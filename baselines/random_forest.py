@@ -1,0 +1,20 @@
+"""Random-forest baseline (TabZilla default: 50 trees of max_depth 5)."""
+
+from __future__ import annotations
+
+from sklearn.ensemble import RandomForestClassifier
+
+from .base import Method
+
+
+class RandomForestMethod(Method):
+    name = "random-forest"
+
+    def _fit(self, X, y, X_val, y_val, n_seen):
+        self.model_ = RandomForestClassifier(
+            n_estimators=self.settings.get("n_estimators", 50), max_depth=self.settings.get("max_depth", 5),
+            random_state=self.seed, n_jobs=1,
+        ).fit(X, y)
+
+    def _predict_proba(self, X):
+        return self.model_.predict_proba(X)

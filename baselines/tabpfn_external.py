@@ -1,0 +1,92 @@
+"""TabPFN v1 and v2 (Hollmann et al.) through the ``tabpfn`` package, with weights the user
+supplies locally (``--tabpfn-weights DIR`` or ``EQUIBENCH_TABPFN_WEIGHTS``): nothing is
+downloaded. Without weights, or with the other major version of ``tabpfn`` installed, the
+cells are skipped with the reason. Both handle at most 10 classes natively; beyond, ECOC
+wraps single-member sub-models (ensemble size = ECOC redundancy, as for TabPFN*).
+
+Weights looked up in DIR:
+    v1: DIR/models_diff/prior_diff_real_checkpoint_n_0_epoch_42.cpkt  (``pip install "tabpfn<2"``)
+    v2: DIR/tabpfn-v2-classifier*.ckpt or *.cpkt                       (``pip install "tabpfn>=2"``)
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+
+from .base import Method, MethodUnavailableError, require
+from .ecoc import ECOCClassifier
+
+V1_WEIGHTS = Path("models_diff") / "prior_diff_real_checkpoint_n_0_epoch_42.cpkt"
+
+
+def _v2_weights(directory: Path) -> Path | None:
+    found = sorted(p for pattern in ("tabpfn-v2-classifier*.ckpt", "tabpfn-v2-classifier*.cpkt") for p in directory.glob(pattern))
+    return found[0] if found else None
+
+
+class _ExternalTabPFN(Method):
+    major: int = 0
+    pip_spec: str = ""
+
+    def _weights(self) -> Path:
+        directory = self.settings.get("tabpfn_weights")
+        if not directory:
+            raise MethodUnavailableError(
+                "no weights: pass --tabpfn-weights DIR (or set EQUIBENCH_TABPFN_WEIGHTS) to a folder with the TabPFN weights"
+            )
+        directory = Path(directory)
+        path = directory / V1_WEIGHTS if self.major == 1 else _v2_weights(directory)
+        if path is None or not path.is_file():
+            raise MethodUnavailableError(f"no weights: {self.name} weights not found under {str(directory)!r} (see the docs)")
+        return path
+
+    def _package(self):
+        tabpfn = require(self.name, "tabpfn", self.pip_spec)
+        installed = int(str(getattr(tabpfn, "__version__", "0")).split(".")[0] or 0)
+        if (installed >= 2) != (self.major == 2):
+            raise MethodUnavailableError(
+                f"{self.name} needs {self.pip_spec!r} but tabpfn {tabpfn.__version__} is installed: pip install \"{self.pip_spec}\""
+            )
+        return tabpfn
+
+    @abstractmethod
+    def _network(self, n_estimators: int):
+        """The package's classifier with ``n_estimators`` members."""
+
+    def _fit(self, X, y, X_val, y_val, n_seen):
+        members = self.settings.get("n_estimators", 1)
+        if n_seen <= 10:
+            self.model_ = self._network(members)
+        else:
+            self.model_ = ECOCClassifier(self._network(1), max_classes=10, redundancy=float(members), random_state=self.seed)
+        self.model_.fit(X, y)
+
+    def _predict_proba(self, X):
+        return self.model_.predict_proba(X)
+
+
+class TabPFNv1Method(_ExternalTabPFN):
+    name = "tabpfn-v1"
+    major = 1
+    pip_spec = "tabpfn<2"
+
+    def _network(self, n_estimators):
+        weights = self._weights()
+        return self._package().TabPFNClassifier(
+            device=self.settings.get("device", "cpu"), base_path=str(weights.parent.parent),
+            N_ensemble_configurations=n_estimators, seed=self.seed,
+        )
+
+
+class TabPFNv2Method(_ExternalTabPFN):
+    name = "tabpfn-v2"
+    major = 2
+    pip_spec = "tabpfn>=2"
+
+    def _network(self, n_estimators):
+        weights = self._weights()
+        return self._package().TabPFNClassifier(
+            model_path=str(weights), device=self.settings.get("device", "cpu"), n_estimators=n_estimators,
+            random_state=self.seed, ignore_pretraining_limits=True,
+        )

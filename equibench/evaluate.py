@@ -1,0 +1,443 @@
+"""`equibench evaluate`: every method on every task and fold of a suite, resumable.
+
+A *cell* is (task, fold, method, variant). Workers run cells and return a row and the test
+probabilities; only the calling process writes the results store (see results_store). Cells
+run through any ``concurrent.futures.Executor``: in this process (``jobs=1``) or a pool of
+worker processes (``jobs>1``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import dataclasses
+import functools
+import hashlib
+import json
+import multiprocessing
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from .baselines.base import MethodUnavailableError
+from .baselines.registry import METHODS, method_spec
+from .machine import cpu_name
+from .metrics import cell_metrics
+from .model import default_checkpoint
+from .results_store import ResultsStore, atomic_write_text
+from .suites import Suite, load_suite, load_task
+from .tabzilla import TabZillaPreprocessor
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Cell:
+    suite: str
+    task_id: str
+    fold: int
+    method: str
+    variant: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.suite}__{self.task_id}__fold{self.fold}__{self.method}__{self.variant}"
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    suite: str  # built-in name or suite file
+    methods: tuple[str, ...] = tuple(METHODS)
+    folds: tuple[int, ...] | None = None  # None: every fold of each task
+    ensembles: tuple[int, ...] = (1,)  # ensemble sizes of the PFN methods (variants n1, n4, ...)
+    seed: int = 0
+    openml_cache: str | None = None  # falls back to OPENML_CACHE_DIR
+    tabpfn_weights: str | None = None  # falls back to EQUIBENCH_TABPFN_WEIGHTS
+    equitabpfn_checkpoint: str = "default"
+    tabpfn_star_checkpoint: str = "default"
+    max_train_rows: int = 3000  # PFN context cap (class-balanced subsample)
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if not self.methods:
+            raise ValueError("no methods selected; choose from " + ", ".join(METHODS))
+        for name in self.methods:
+            method_spec(name)
+        if len(set(self.methods)) != len(self.methods):
+            raise ValueError(f"methods listed more than once: {sorted(m for m in set(self.methods) if self.methods.count(m) > 1)}")
+        if self.folds is not None and (not self.folds or min(self.folds) < 0):
+            raise ValueError(f"folds must be non-negative fold numbers, got {list(self.folds)}")
+        if not self.ensembles or min(self.ensembles) < 1:
+            raise ValueError(f"ensemble sizes must be positive integers, got {list(self.ensembles)}")
+        if self.max_train_rows < 1:
+            raise ValueError(f"max_train_rows must be positive, got {self.max_train_rows}")
+
+    def resolved_openml_cache(self) -> str | None:
+        return self.openml_cache or os.environ.get("OPENML_CACHE_DIR") or None
+
+    def resolved_tabpfn_weights(self) -> str | None:
+        return self.tabpfn_weights or os.environ.get("EQUIBENCH_TABPFN_WEIGHTS") or None
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """What a worker needs besides the cell: where tasks come from and the method settings."""
+
+    openml_cache: str | None  # the writable working cache
+    seed: int
+    method_settings: dict  # method name -> settings
+
+
+@dataclass
+class CellOutcome:
+    row: dict
+    proba: np.ndarray | None = None  # (n_test, K)
+    arrays: dict | None = None  # y_true and test row indices
+    traceback: str | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# Worker side
+
+
+@functools.lru_cache(maxsize=4)
+def _task(task_id: str, openml_cache: str | None):
+    return load_task(task_id, openml_cache)
+
+
+@functools.lru_cache(maxsize=8)
+def _prepared_fold(task_id: str, openml_cache: str | None, fold: int, seed: int) -> dict:
+    """The fold's preprocessed arrays: TabZilla preprocessing fitted on its train part."""
+    task = _task(task_id, openml_cache)
+    labels = task.encoded_labels()
+    train, validation, test = task.split(fold)
+    preprocessor = TabZillaPreprocessor(task.categorical, seed=seed).fit(task.X.iloc[train], labels[train])
+    return {
+        "X_train": preprocessor.transform(task.X.iloc[train]), "y_train": labels[train],
+        "X_val": preprocessor.transform(task.X.iloc[validation]), "y_val": labels[validation],
+        "X_test": preprocessor.transform(task.X.iloc[test]), "y_test": labels[test], "test_rows": test,
+        "name": task.name, "n_classes": len(task.classes), "n_features": task.X.shape[1],
+    }
+
+
+def run_cell(cell: Cell, context: CellContext) -> CellOutcome:
+    """Fit and evaluate one cell; never raises: failures come back as a failed row."""
+    row = {
+        "suite": cell.suite, "task_id": cell.task_id, "dataset": "", "fold": cell.fold, "method": cell.method,
+        "variant": cell.variant, "status": "ok", "reason": "", "seed": context.seed,
+    }
+    try:
+        data = _prepared_fold(cell.task_id, context.openml_cache, cell.fold, context.seed)
+        row.update(
+            dataset=data["name"], n_train=len(data["y_train"]), n_val=len(data["y_val"]), n_test=len(data["y_test"]),
+            n_features=data["n_features"], n_features_used=data["X_train"].shape[1], n_classes=data["n_classes"],
+        )
+        _seed_everything(context.seed)
+        method = method_spec(cell.method).create(
+            cell.variant, data["n_classes"], context.seed, **context.method_settings.get(cell.method, {})
+        )
+        started = time.perf_counter()
+        method.fit(data["X_train"], data["y_train"], data["X_val"], data["y_val"])
+        row["time_fit_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        proba = method.predict_proba(data["X_test"])  # (n_test, K)
+        row["time_predict_s"] = time.perf_counter() - started
+        if not np.isfinite(proba).all():
+            raise FloatingPointError(f"{cell.method} predicted non-finite probabilities")
+        row.update(cell_metrics(data["y_test"], proba))
+        return CellOutcome(row, proba.astype(np.float32), {"y_true": data["y_test"], "test_rows": data["test_rows"]})
+    except MethodUnavailableError as error:
+        return CellOutcome({**row, "status": "skipped", "reason": str(error)})
+    except Exception as error:  # a failing cell is recorded, the run goes on
+        reason = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        return CellOutcome({**row, "status": "failed", "reason": reason}, traceback=traceback.format_exc())
+
+
+def _seed_everything(seed: int) -> None:
+    import torch
+
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+class SerialExecutor(futures.Executor):
+    """Runs each submitted call at once in this process (``jobs=1``)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller through the future
+            future.set_exception(error)
+        return future
+
+
+def local_executor(jobs: int) -> futures.Executor:
+    """This process for one job, else a pool of ``jobs`` spawned worker processes sharing
+    the CPU cores between them."""
+    if jobs == 1:
+        return SerialExecutor()
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    return futures.ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(threads,)
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Client side
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _method_settings(config: EvaluateConfig) -> dict:
+    checkpoints = {"equitabpfn": config.equitabpfn_checkpoint, "tabpfn-star": config.tabpfn_star_checkpoint}
+    settings = {}
+    for name in ("equitabpfn", "tabpfn-star"):
+        chosen = checkpoints[name]
+        path = default_checkpoint(name) if chosen == "default" else Path(chosen)
+        settings[name] = {"checkpoint": str(path), "max_train_rows": config.max_train_rows, "device": config.device}
+    for name in ("tabpfn-v1", "tabpfn-v2"):
+        settings[name] = {"tabpfn_weights": config.resolved_tabpfn_weights(), "device": config.device}
+    return settings
+
+
+def _fingerprint(config: EvaluateConfig, method_settings: dict) -> dict:
+    """The settings that change a cell's numbers; rerunning into the same directory needs the same."""
+    checkpoints = {}
+    for name in ("equitabpfn", "tabpfn-star"):
+        path = Path(method_settings[name]["checkpoint"])
+        if not path.is_file():
+            raise ValueError(f"{name} checkpoint {str(path)!r} does not exist; pass a file written by `equibench pretrain`")
+        checkpoints[name] = _file_digest(path)
+    return {
+        "seed": config.seed, "max_train_rows": config.max_train_rows, "checkpoint_sha256": checkpoints,
+        "tabpfn_weights": config.resolved_tabpfn_weights(),
+    }
+
+
+def _versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for package in ("equibench", "torch", "numpy", "pandas", "scikit-learn", "openml", "xgboost-cpu", "xgboost",
+                    "rtdl-revisiting-models", "pytorch-tabnet", "tabpfn"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _git_sha() -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None if result.returncode == 0 else None
+
+
+@dataclass
+class TaskInfo:
+    name: str
+    n_folds: int
+    error: str | None = None  # why the task could not be loaded
+
+
+def _task_infos(suite: Suite, openml_cache: str | None) -> dict[str, TaskInfo]:
+    """Load every task once: checks availability and fills openml's cache before workers read it."""
+    from .openml_data import TaskUnavailableError
+
+    infos = {}
+    for task_id in suite.task_ids:
+        try:
+            task = load_task(task_id, openml_cache)
+        except TaskUnavailableError as error:
+            infos[task_id] = TaskInfo(name="", n_folds=0, error=str(error))
+            continue
+        infos[task_id] = TaskInfo(name=task.name, n_folds=task.n_folds)
+    return infos
+
+
+def plan_cells(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskInfo]) -> list[Cell]:
+    """Every cell of the run, task by task (so workers reuse a task's preprocessed folds)."""
+    cells = []
+    for task_id in suite.task_ids:
+        info = infos[task_id]
+        folds = config.folds if config.folds is not None else range(info.n_folds or 10)
+        if info.error is None and any(fold >= info.n_folds for fold in folds):
+            raise ValueError(f"task {task_id} has folds 0..{info.n_folds - 1}; --folds asks for {list(folds)}")
+        for fold in folds:
+            for name in config.methods:
+                for variant in METHODS[name].variants(list(config.ensembles)):
+                    cells.append(Cell(suite.name, task_id, fold, name, variant))
+    return cells
+
+
+@dataclass
+class EvaluateSummary:
+    out_dir: Path
+    cells: list[Cell]
+    pending: list[Cell]
+    counts: Counter  # status -> cells written by this invocation
+    task_errors: dict[str, str]  # task id -> why it could not be loaded
+
+
+def _prepare(config: EvaluateConfig, out_dir: Path) -> tuple[Suite, CellContext, dict, dict[str, TaskInfo]]:
+    suite = load_suite(config.suite)
+    method_settings = _method_settings(config)
+    fingerprint = _fingerprint(config, method_settings)
+    manifest_path = out_dir / MANIFEST
+    if manifest_path.exists():
+        saved = json.loads(manifest_path.read_text())["settings"]
+        changed = sorted(key for key in set(saved) | set(fingerprint) if saved.get(key) != fingerprint.get(key))
+        if changed:
+            raise ValueError(
+                f"{str(out_dir)!r} holds results made with different settings ({', '.join(changed)}); "
+                "rerun with the original options to resume, or pass a new --out directory"
+            )
+    working = None
+    if suite.needs_openml:
+        source = config.resolved_openml_cache()
+        if source is not None:
+            from .openml_data import working_cache
+
+            working = str(working_cache(source, out_dir / "openml-cache"))
+    infos = _task_infos(suite, working)
+    return suite, CellContext(working, config.seed, method_settings), fingerprint, infos
+
+
+def evaluate(
+    config: EvaluateConfig,
+    out_dir: str | os.PathLike,
+    executor: futures.Executor | None = None,
+    dry_run: bool = False,
+    progress: bool = True,
+    console: Console | None = None,
+) -> EvaluateSummary:
+    """Run the pending cells of ``config`` into ``out_dir`` (finished ones are kept)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    console = console or Console(stderr=True)
+    suite, context, fingerprint, infos = _prepare(config, out_dir)
+    cells = plan_cells(config, suite, infos)
+    store = ResultsStore(out_dir)
+    finished = store.finished_keys()
+    pending = [cell for cell in cells if cell.key not in finished]
+    task_errors = {task_id: info.error for task_id, info in infos.items() if info.error}
+    summary = EvaluateSummary(out_dir, cells, pending, Counter(), task_errors)
+    if dry_run:
+        return summary
+    invocation = _start_manifest(out_dir, config, fingerprint, len(cells), len(pending))
+
+    runnable = []
+    for cell in pending:
+        error = task_errors.get(cell.task_id)
+        if error is None:
+            runnable.append(cell)
+            continue
+        store.write(cell.key, _unavailable_row(cell, config.seed, error))
+        summary.counts["failed"] += 1
+    store.write_table()
+    executor = executor or SerialExecutor()
+    columns = [
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("ok {task.fields[ok]}  skipped {task.fields[skipped]}  [red]failed {task.fields[failed]}"),
+        TimeElapsedColumn(), TimeRemainingColumn(),
+    ]
+    with Progress(*columns, console=console, disable=not progress) as bar:
+        task = bar.add_task(f"evaluate {suite.name}", total=len(runnable), ok=0, skipped=0, failed=0)
+        for cell, outcome in _run(runnable, context, executor):
+            store.write(cell.key, outcome.row, outcome.proba, outcome.arrays, outcome.traceback)
+            summary.counts[outcome.row["status"]] += 1
+            bar.update(task, advance=1, **{s: summary.counts[s] for s in ("ok", "skipped", "failed")})
+            store.write_table_if_due()
+    store.write_table()
+    _finish_manifest(out_dir, invocation, summary.counts)
+    return summary
+
+
+def _run(cells: list[Cell], context: CellContext, executor: futures.Executor):
+    """Yield (cell, outcome) as cells finish, keeping a bounded number in flight. A worker
+    process that dies (killed, out of memory) fails its in-flight cells; the run goes on."""
+    queue = list(reversed(cells))
+    in_flight: dict[futures.Future, Cell] = {}
+    window = 2 * max(1, getattr(executor, "_max_workers", 1))
+    while queue or in_flight:
+        while queue and len(in_flight) < window:
+            cell = queue.pop()
+            in_flight[executor.submit(run_cell, cell, context)] = cell
+        done, _ = futures.wait(in_flight, return_when=futures.FIRST_COMPLETED)
+        broken = False
+        for future, cell in [(future, in_flight.pop(future)) for future in done]:
+            try:
+                outcome = future.result()
+            except futures.process.BrokenProcessPool:
+                broken = True
+                outcome = CellOutcome({**_unavailable_row(cell, context.seed, ""), "reason": (
+                    "the worker process died while running this cell (killed or out of memory); rerun to retry")})
+            yield cell, outcome
+        if broken:
+            executor = _replace_broken_pool(executor, in_flight, queue)
+
+
+def _replace_broken_pool(executor, in_flight: dict, queue: list):
+    """Requeue the other in-flight cells on a fresh pool of the same size."""
+    queue.extend(reversed(list(in_flight.values())))
+    in_flight.clear()
+    executor.shutdown(wait=False, cancel_futures=True)
+    return local_executor(executor._max_workers)
+
+
+def _unavailable_row(cell: Cell, seed: int, reason: str) -> dict:
+    return {
+        "suite": cell.suite, "task_id": cell.task_id, "dataset": "", "fold": cell.fold, "method": cell.method,
+        "variant": cell.variant, "status": "failed", "reason": reason, "seed": seed,
+    }
+
+
+def _start_manifest(out_dir: Path, config: EvaluateConfig, fingerprint: dict, n_cells: int, n_pending: int) -> int:
+    path = out_dir / MANIFEST
+    manifest = json.loads(path.read_text()) if path.exists() else {"settings": fingerprint, "invocations": []}
+    manifest["invocations"].append({
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "config": dataclasses.asdict(config),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "cells": n_cells, "pending": n_pending,
+        "versions": _versions(), "git_sha": _git_sha(),
+        "machine": {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "platform": platform.platform()},
+    })
+    _write_json(path, manifest)
+    return len(manifest["invocations"]) - 1
+
+
+def _finish_manifest(out_dir: Path, index: int, counts: Counter) -> None:
+    path = out_dir / MANIFEST
+    manifest = json.loads(path.read_text())
+    manifest["invocations"][index].update(
+        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), written=dict(counts)
+    )
+    _write_json(path, manifest)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")

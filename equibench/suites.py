@@ -1,0 +1,94 @@
+"""Task suites: the paper's ``gt10`` and ``le10`` (OpenML task ids, SPEC §4), the offline
+``demo`` suite, and user suites from a YAML or TOML file::
+
+    # my-suite.toml                       # my-suite.yaml
+    name = "mine"                         name: mine
+    tasks = [5, 7, "demo-iris"]           tasks: [5, 7, demo-iris]
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .tasks import DEMO_TASKS, Task, demo_task
+
+GT10 = (5, 7, 41, 3022, 3481, 3567, 3952, 9956, 125922, 146032)
+LE10 = (
+    3, 4, 9, 11, 14, 15, 16, 18, 22, 23, 25, 27, 29, 31, 35, 37, 39, 40, 45, 47, 48, 49, 50, 53, 54, 59,
+    2079, 2867, 3512, 3540, 3543, 3549, 3560, 3561, 3602, 3620, 3647, 3731, 3739, 3748, 3779, 3797, 3902,
+    3903, 3913, 3917, 3918, 9946, 9957, 9971, 9978, 9979, 9984, 10089, 10093, 10101, 14954, 14967, 125920,
+    125921, 145793, 145799, 145836, 145847, 145984, 146024, 146063, 146065, 146192, 146210, 146800, 146817,
+    146818, 146819, 146821, 146822,
+)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    task_ids: tuple[str, ...]  # OpenML task ids as strings, or "demo-<name>"
+
+    @property
+    def needs_openml(self) -> bool:
+        return any(not task_id.startswith("demo-") for task_id in self.task_ids)
+
+
+BUILTIN_SUITES = {
+    "gt10": Suite("gt10", tuple(map(str, GT10))),
+    "le10": Suite("le10", tuple(map(str, LE10))),
+    "demo": Suite("demo", tuple(f"demo-{name}" for name in DEMO_TASKS)),
+}
+
+
+def _task_id(value) -> str:
+    text = str(value).strip()
+    if text.startswith("demo-"):
+        if text.removeprefix("demo-") not in DEMO_TASKS:
+            raise ValueError(f"unknown demo task {text!r}; choose from {', '.join('demo-' + n for n in DEMO_TASKS)}")
+        return text
+    if isinstance(value, bool) or not text.isdigit():
+        raise ValueError(f"task {value!r} is neither an OpenML task id (a positive integer) nor demo-<name>")
+    return str(int(text))
+
+
+def load_suite(name_or_path: str | os.PathLike) -> Suite:
+    """A built-in suite by name, or a suite file (.toml, .yaml, .yml)."""
+    if str(name_or_path) in BUILTIN_SUITES:
+        return BUILTIN_SUITES[str(name_or_path)]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise ValueError(
+            f"suite {str(name_or_path)!r} is neither a built-in suite ({', '.join(BUILTIN_SUITES)}) nor an existing "
+            "suite file (.toml/.yaml with a `tasks` list of OpenML task ids)"
+        )
+    if path.suffix not in (".toml", ".yaml", ".yml"):
+        raise ValueError(f"suite file {str(path)!r} must end in .toml, .yaml or .yml")
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as error:
+        raise ValueError(f"cannot read suite file {str(path)!r}: {error}") from error
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not data["tasks"]:
+        raise ValueError(f"suite file {str(path)!r} needs a non-empty `tasks` list, e.g. tasks = [5, 7, 41]")
+    task_ids = [_task_id(value) for value in data["tasks"]]
+    duplicates = sorted({t for t in task_ids if task_ids.count(t) > 1})
+    if duplicates:
+        raise ValueError(f"suite file {str(path)!r} lists tasks more than once: {duplicates}")
+    return Suite(str(data.get("name", path.stem)), tuple(task_ids))
+
+
+def load_task(task_id: str, openml_cache: str | os.PathLike | None) -> Task:
+    """The task ``task_id`` of a suite: a demo task, or an OpenML task from ``openml_cache``."""
+    if task_id.startswith("demo-"):
+        return demo_task(task_id.removeprefix("demo-"))
+    from .openml_data import TaskUnavailableError, load_task as load_openml_task
+
+    if openml_cache is None:
+        raise TaskUnavailableError(
+            f"OpenML task {task_id} needs an OpenML cache: pass --openml-cache DIR (or set OPENML_CACHE_DIR)"
+        )
+    return load_openml_task(int(task_id), openml_cache)
