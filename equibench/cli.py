@@ -189,5 +189,114 @@ def prior_preview(
     console.print(f"wrote {path}")
 
 
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    """``"0,1,2"`` or ``"0-2"`` (or a mix) -> (0, 1, 2)."""
+    values = []
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            low, _, high = part.partition("-")
+            values.extend(range(int(low), int(high) + 1) if high else [int(low)])
+    except ValueError:
+        raise ValueError(f"{option} takes comma-separated integers or ranges like 0-2, got {text!r}") from None
+    if not values:
+        raise ValueError(f"{option} is empty; give e.g. {option} 0,1,2")
+    return tuple(dict.fromkeys(values))
+
+
+def _method_list(text: str) -> tuple[str, ...]:
+    from .baselines.registry import FAST_METHODS, METHODS
+
+    names = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        names.extend({"all": list(METHODS), "fast": FAST_METHODS}.get(part, [part]))
+    return tuple(dict.fromkeys(names))
+
+
+@app.command()
+def evaluate(
+    suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list).")],
+    out: Annotated[Optional[Path], typer.Option(help="Results directory (default results/<suite>).")] = None,
+    methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
+    folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
+    ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
+    jobs: Annotated[int, typer.Option(help="Cells run in parallel worker processes.")] = 1,
+    openml_cache: Annotated[Optional[Path], typer.Option(help="OpenML cache in openml's layout (copied, never modified); default $OPENML_CACHE_DIR.")] = None,
+    tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS. Without, their cells are skipped.")] = None,
+    equitabpfn_checkpoint: Annotated[str, typer.Option(help="EquiTabPFN checkpoint file, or `default` (the packaged one).")] = "default",
+    tabpfn_star_checkpoint: Annotated[str, typer.Option(help="TabPFN* checkpoint file, or `default`.")] = "default",
+    seed: Annotated[int, typer.Option(help="Seed of every method and of the preprocessing.")] = 0,
+    device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
+    dry_run: Annotated[bool, typer.Option(help="List the cells (and which are already done) without running them.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Evaluate methods on every task and fold of a suite; rerun the same command to resume."""
+    from .evaluate import EvaluateConfig, evaluate as run_evaluation, local_executor
+    from .openml_data import TaskUnavailableError
+
+    try:
+        if jobs < 1:
+            raise ValueError(f"--jobs must be at least 1, got {jobs}")
+        config = EvaluateConfig(
+            suite=suite, methods=_method_list(methods), folds=None if folds is None else _int_list(folds, "--folds"),
+            ensembles=_int_list(ensembles, "--ensembles"), seed=seed,
+            openml_cache=None if openml_cache is None else str(openml_cache),
+            tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
+            equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
+        )
+        out = out or Path("results") / Path(suite).stem
+        executor = local_executor(jobs)
+        with executor:
+            summary = run_evaluation(config, out, executor=executor, dry_run=dry_run, progress=progress, console=errors)
+    except (ValueError, FileNotFoundError, CheckpointError, TaskUnavailableError) as error:
+        raise _fail(error) from None
+    for task_id, message in summary.task_errors.items():
+        errors.print(f"[yellow]task {task_id} unavailable:[/yellow] {escape(message)}", highlight=False)
+    if dry_run:
+        done = {cell.key for cell in summary.cells} - {cell.key for cell in summary.pending}
+        table = Table("task", "fold", "method", "variant", "state", title=f"{len(summary.cells)} cells, {len(summary.pending)} to run")
+        for cell in summary.cells:
+            table.add_row(cell.task_id, str(cell.fold), cell.method, cell.variant, "done" if cell.key in done else "pending")
+        console.print(table)
+        return
+    written = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts.items())) or "nothing new"
+    console.print(f"{len(summary.cells)} cells ({len(summary.cells) - len(summary.pending)} already done); this run: {written}")
+    if summary.counts["failed"]:
+        console.print(f"[red]failed cells[/red]: see the reason column and {out}/tracebacks/; rerun the command to retry them")
+    console.print(f"results in {out}/results.csv")
+
+
+@app.command()
+def methods() -> None:
+    """The methods `equibench evaluate` can run, and whether each can run here."""
+    import importlib.util
+
+    from .baselines.registry import METHODS
+
+    needs = {"xgboost": ("xgboost", "xgboost-cpu"), "rtdl-resnet": ("rtdl_revisiting_models", "rtdl-revisiting-models"),
+             "rtdl-mlp": ("rtdl_revisiting_models", "rtdl-revisiting-models"), "tabnet": ("pytorch_tabnet", "pytorch-tabnet"),
+             "tabpfn-v1": ("tabpfn", "tabpfn<2"), "tabpfn-v2": ("tabpfn", "tabpfn>=2")}
+    table = Table("method", "label", "variants", "status")
+    for spec in METHODS.values():
+        module, pip_name = needs.get(spec.name, (None, None))
+        missing = module is not None and importlib.util.find_spec(module) is None
+        status = f"[yellow]needs pip install \"{pip_name}\"[/yellow]" if missing else "[green]ready[/green]"
+        if spec.name.startswith("tabpfn-v"):
+            status += " (and --tabpfn-weights)"
+        table.add_row(spec.name, spec.label, "ensemble sizes" if spec.ensembles else "default", status)
+    console.print(table)
+
+
+@app.command()
+def suites() -> None:
+    """The built-in task suites."""
+    from .suites import BUILTIN_SUITES
+
+    table = Table("suite", "tasks", "task ids")
+    for suite in BUILTIN_SUITES.values():
+        ids = ", ".join(suite.task_ids)
+        table.add_row(suite.name, str(len(suite.task_ids)), ids if len(ids) < 90 else ids[:87] + "...")
+    console.print(table)
+
+
 if __name__ == "__main__":
     app()

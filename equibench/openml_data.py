@@ -36,12 +36,15 @@ def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Pat
     return work_dir
 
 
-def load_task(task_id: int, cache_dir: str | os.PathLike) -> Task:
-    """Load a classification task and its 10 folds from the openml cache in ``cache_dir``."""
+def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
+    """Load a classification task and its 10 folds from the openml cache in ``cache_dir``
+    (None: openml's own default cache, downloading what is missing when online)."""
     os.environ.setdefault("OPENML_SKIP_PARQUET", "true")
     import openml
 
-    openml.config.set_root_cache_directory(str(cache_dir))
+    if cache_dir is not None:
+        openml.config.set_root_cache_directory(str(cache_dir))
+    cache_dir = cache_dir or openml.config.get_cache_directory()
     openml.config.set_retry_policy("human", n_retries=1)  # offline is the common case: fail fast
     try:
         task = openml.tasks.get_task(task_id, download_splits=True, download_data=False)

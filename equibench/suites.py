@@ -85,10 +85,6 @@ def load_task(task_id: str, openml_cache: str | os.PathLike | None) -> Task:
     """The task ``task_id`` of a suite: a demo task, or an OpenML task from ``openml_cache``."""
     if task_id.startswith("demo-"):
         return demo_task(task_id.removeprefix("demo-"))
-    from .openml_data import TaskUnavailableError, load_task as load_openml_task
+    from .openml_data import load_task as load_openml_task
 
-    if openml_cache is None:
-        raise TaskUnavailableError(
-            f"OpenML task {task_id} needs an OpenML cache: pass --openml-cache DIR (or set OPENML_CACHE_DIR)"
-        )
     return load_openml_task(int(task_id), openml_cache)

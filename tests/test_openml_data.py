@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from equibench.openml_data import OpenMLTask, TaskUnavailableError, load_task, working_cache
+from equibench.openml_data import TaskUnavailableError, load_task, working_cache
+from equibench.tasks import Task
 
 # The shared read-only cache beside the checkout, or wherever EQUIBENCH_TEST_OPENML_CACHE points.
 SHARED_CACHE = Path(
@@ -20,8 +21,8 @@ needs_cache = pytest.mark.skipif(not SHARED_CACHE.is_dir(), reason="the shared O
 
 
 def _task(n_rows=50, n_folds=10):
-    return OpenMLTask(
-        task_id=1, name="toy", X=pd.DataFrame({"a": np.arange(n_rows)}), y=np.arange(n_rows) % 2,
+    return Task(
+        task_id="1", name="toy", X=pd.DataFrame({"a": np.arange(n_rows)}), y=np.arange(n_rows) % 2,
         categorical=np.array([False]), test_folds=np.arange(n_rows) % n_folds,
     )
 

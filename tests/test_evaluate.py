@@ -1,0 +1,267 @@
+"""`equibench evaluate`: preprocessing, alignment, metrics, suites, the results store,
+failure handling and resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import accuracy_score, f1_score, log_loss, roc_auc_score
+from typer.testing import CliRunner
+
+from equibench.baselines import knn as knn_module
+from equibench.baselines.knn import KNNMethod
+from equibench.cli import app
+from equibench.evaluate import EvaluateConfig, evaluate, local_executor
+from equibench.metrics import cell_metrics
+from equibench.suites import load_suite
+from equibench.tabzilla import TabZillaPreprocessor
+
+DATA = Path(__file__).parent / "data"
+SHARED_CACHE = Path(
+    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-cache")
+)
+QUICK = dict(suite="demo", methods=("knn", "linear-model"), folds=(0,))
+
+
+def _tiny(**changes):
+    """Both PFNs on the tiny fixed checkpoints, so tests never depend on the shipped ones."""
+    return EvaluateConfig(**{
+        **QUICK, "equitabpfn_checkpoint": str(DATA / "tiny-equitabpfn.pt"),
+        "tabpfn_star_checkpoint": str(DATA / "tiny-tabpfn-star.pt"), **changes,
+    })
+
+
+# -- preprocessing, alignment, metrics -----------------------------------------------------
+
+def test_preprocessing_is_fitted_on_the_train_rows_only():
+    rng = np.random.default_rng(0)
+    train = pd.DataFrame({"num": rng.normal(5.0, 2.0, 200), "cat": rng.choice(["a", "b", "c"], 200)})
+    test = pd.DataFrame({"num": [np.nan, 1e6], "cat": ["zzz", np.nan]})
+    y = rng.integers(0, 2, 200)
+    fitted = TabZillaPreprocessor(np.array([False, True])).fit(train, y)
+    # the missing test value is imputed with the TRAIN mean: it maps where the train mean maps
+    at_mean = fitted.transform(pd.DataFrame({"num": [train["num"].mean()], "cat": ["a"]}))
+    out = fitted.transform(test)
+    assert out[0, 0] == pytest.approx(at_mean[0, 0], abs=1e-6)
+    # an unseen level and a missing one share code -1 (scaled with the train statistics)
+    assert out[0, 1] == out[1, 1] and np.isfinite(out).all()
+    # refitting with test rows appended would change the quantiles: the transform of the train
+    # rows does not depend on anything but the train rows
+    again = TabZillaPreprocessor(np.array([False, True])).fit(train, y).transform(train)
+    np.testing.assert_array_equal(again, fitted.transform(train))
+
+
+def test_feature_selection_keeps_the_informative_columns():
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame(rng.normal(size=(300, 130)))
+    y = (X[7] + X[90] > 0).astype(int).to_numpy()
+    fitted = TabZillaPreprocessor(np.zeros(130, bool), max_features=100).fit(X, y)
+    assert fitted.transform(X).shape == (300, 100)
+    assert {7, 90} <= set(fitted.selector_.get_support(indices=True))
+
+
+def test_probabilities_are_aligned_when_a_fold_misses_a_class():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(60, 3)).astype(np.float32)
+    y = np.where(X[:, 0] > 0, 3, 0)  # classes 1, 2 and 4 of the task's 5 are absent from train
+    X_val, y_val = X[:10], np.array([0, 1, 3, 4, 0, 3, 0, 3, 2, 0])
+    method = KNNMethod(n_classes=5).fit(X, y, X_val, y_val)
+    proba = method.predict_proba(X[:7])
+    assert proba.shape == (7, 5) and np.allclose(proba.sum(axis=1), 1.0)
+    assert (proba[:, [1, 2, 4]] == 0).all()
+    np.testing.assert_array_equal(proba.argmax(axis=1), y[:7])
+    single = KNNMethod(n_classes=3).fit(X, np.full(60, 2))
+    np.testing.assert_array_equal(single.predict_proba(X[:2]), [[0, 0, 1], [0, 0, 1]])
+
+
+def test_metrics_match_sklearn_computed_by_hand():
+    y = np.array([0, 1, 2, 2, 1, 0])
+    proba = np.array([
+        [0.7, 0.2, 0.1, 0.0], [0.1, 0.6, 0.3, 0.0], [0.2, 0.2, 0.6, 0.0],
+        [0.5, 0.1, 0.4, 0.0], [0.3, 0.3, 0.4, 0.0], [0.4, 0.4, 0.2, 0.0],
+    ])  # class 3 is in the task but in neither the test labels nor the predictions
+    metrics = cell_metrics(y, proba)
+    predicted = np.array([0, 1, 2, 0, 2, 0])
+    assert metrics["accuracy"] == pytest.approx(4 / 6)
+    assert metrics["f1"] == pytest.approx(f1_score(y, predicted, average="weighted"))
+    clipped = np.clip(proba, 1e-15, 1)
+    expected_loss = -np.mean(np.log(clipped / clipped.sum(1, keepdims=True))[np.arange(6), y])
+    assert metrics["log_loss"] == pytest.approx(expected_loss)
+    # one-vs-one macro AUC over the classes present, by hand for the pair (0, 1) vs sklearn
+    assert metrics["auc"] == pytest.approx(
+        roc_auc_score(y, proba[:, :3] / proba[:, :3].sum(1, keepdims=True), multi_class="ovo", average="macro")
+    )
+    binary = cell_metrics(np.array([0, 1, 1, 0]), np.array([[0.8, 0.2], [0.3, 0.7], [0.6, 0.4], [0.9, 0.1]]))
+    assert binary["auc"] == pytest.approx(1.0) and binary["accuracy"] == pytest.approx(0.75)
+    assert binary["log_loss"] == pytest.approx(log_loss([0, 1, 1, 0], [[0.8, 0.2], [0.3, 0.7], [0.6, 0.4], [0.9, 0.1]]))
+    assert accuracy_score([0, 1, 1, 0], [0, 1, 0, 0]) == binary["accuracy"]
+
+
+# -- suites ------------------------------------------------------------------------------
+
+def test_builtin_suites_hold_the_papers_tasks():
+    assert len(load_suite("gt10").task_ids) == 10 and len(load_suite("le10").task_ids) == 76
+    demo = load_suite("demo")
+    assert not demo.needs_openml and "demo-synthetic-30" in demo.task_ids
+
+
+def test_user_suite_files(tmp_path):
+    (tmp_path / "mine.toml").write_text('name = "mine"\ntasks = [5, "demo-iris"]\n')
+    (tmp_path / "mine.yaml").write_text("tasks: [7, 41]\n")
+    assert load_suite(tmp_path / "mine.toml").task_ids == ("5", "demo-iris")
+    assert load_suite(tmp_path / "mine.yaml") == load_suite(tmp_path / "mine.yaml")
+    assert load_suite(tmp_path / "mine.yaml").name == "mine"
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("a.toml", "tasks = []", "non-empty `tasks` list"),
+    ("b.toml", "tasks = [", "cannot read suite file"),
+    ("c.yaml", "tasks: [1, banana]", "neither an OpenML task id"),
+    ("d.yaml", "tasks: [demo-nothing]", "unknown demo task"),
+    ("e.yaml", "tasks: [3, 3]", "more than once"),
+    ("f.json", "{}", "must end in .toml, .yaml or .yml"),
+])
+def test_bad_suite_files_are_clear_errors(tmp_path, name, text, message):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_suite(tmp_path / name)
+    with pytest.raises(ValueError, match="neither a built-in suite"):
+        load_suite("gt11")
+
+
+# -- evaluate ------------------------------------------------------------------------------
+
+def test_evaluate_writes_the_table_probabilities_and_manifest(tmp_path):
+    summary = evaluate(_tiny(methods=("knn", "equitabpfn", "tabpfn-star")), tmp_path, progress=False)
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert len(table) == len(summary.cells) == 6 * 3 and set(table.status) == {"ok"}
+    assert table.groupby(["task_id", "fold", "method", "variant"]).size().max() == 1
+    row = table[(table.task_id == "demo-synthetic-30") & (table.method == "tabpfn-star")].iloc[0]
+    assert row.n_classes == 30 and row.n_test == 300
+    stored = np.load(tmp_path / row.proba_file)
+    assert stored["proba"].shape == (300, 30)
+    assert cell_metrics(stored["y_true"], stored["proba"].astype(float))["accuracy"] == pytest.approx(row.accuracy)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["settings"]["seed"] == 0 and manifest["invocations"][0]["versions"]["torch"]
+    # a second run has nothing left to do and duplicates nothing
+    again = evaluate(_tiny(methods=("knn", "equitabpfn", "tabpfn-star")), tmp_path, progress=False)
+    assert again.pending == [] and len(pd.read_csv(tmp_path / "results.csv")) == 18
+
+
+def test_same_seed_same_numbers_and_parallel_jobs_agree(tmp_path):
+    serial = evaluate(_tiny(), tmp_path / "a", progress=False)
+    with local_executor(2) as pool:
+        evaluate(_tiny(), tmp_path / "b", executor=pool, progress=False)
+    columns = ["task_id", "method", "accuracy", "auc", "f1", "log_loss"]
+    a = pd.read_csv(tmp_path / "a" / "results.csv")[columns]
+    b = pd.read_csv(tmp_path / "b" / "results.csv")[columns]
+    pd.testing.assert_frame_equal(a, b)
+    assert len(serial.cells) == 12
+
+
+def test_a_failing_method_gives_a_failed_row_and_the_run_goes_on(tmp_path, monkeypatch):
+    def broken(self, X, y, X_val, y_val, n_seen):
+        raise RuntimeError("this learner is broken")
+
+    monkeypatch.setattr(knn_module.KNNMethod, "_fit", broken)
+    summary = evaluate(_tiny(), tmp_path, progress=False)
+    table = pd.read_csv(tmp_path / "results.csv")
+    failed = table[table.method == "knn"]
+    assert set(failed.status) == {"failed"} and failed.reason.str.contains("this learner is broken").all()
+    assert "RuntimeError" in (tmp_path / failed.traceback_file.iloc[0]).read_text()
+    assert set(table[table.method == "linear-model"].status) == {"ok"}
+    assert summary.counts == {"failed": 6, "ok": 6}
+    monkeypatch.undo()  # fixed: the rerun retries only the failed cells
+    rerun = evaluate(_tiny(), tmp_path, progress=False)
+    assert len(rerun.pending) == 6 and set(pd.read_csv(tmp_path / "results.csv").status) == {"ok"}
+
+
+def test_missing_weights_and_packages_are_skipped_rows(tmp_path, monkeypatch):
+    monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    evaluate(_tiny(methods=("tabpfn-v2", "xgboost"), folds=(0,)), tmp_path, progress=False)
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert set(table.status) == {"skipped"}
+    assert table[table.method == "tabpfn-v2"].reason.str.contains("no weights").all()
+    assert table[table.method == "xgboost"].reason.str.contains('pip install "xgboost-cpu"').all()
+
+
+def test_an_uncached_task_is_one_clear_message_and_the_others_run(tmp_path):
+    (tmp_path / "suite.yaml").write_text("tasks: [999999, demo-iris]\n")
+    cache = tmp_path / "empty-cache"
+    (cache / "org" / "openml" / "www").mkdir(parents=True)
+    summary = evaluate(_tiny(suite=str(tmp_path / "suite.yaml"), openml_cache=str(cache)), tmp_path / "out", progress=False)
+    assert set(summary.task_errors) == {"999999"}
+    assert "999999" in summary.task_errors["999999"] and "--openml-cache" in summary.task_errors["999999"]
+    table = pd.read_csv(tmp_path / "out" / "results.csv", dtype={"task_id": str})
+    assert set(table[table.task_id == "999999"].status) == {"failed"}
+    assert set(table[table.task_id != "999999"].status) == {"ok"}
+
+
+def test_resuming_with_different_settings_is_refused(tmp_path):
+    evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="different settings .*seed"):
+        evaluate(_tiny(methods=("knn",), seed=1), tmp_path, progress=False)
+    evaluate(_tiny(methods=("knn", "linear-model")), tmp_path, progress=False)  # adding methods is fine
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", "knn,nope"], "unknown method 'nope'"),
+    (["--folds", "zero"], "--folds takes comma-separated integers"),
+    (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--ensembles", "0"], "ensemble sizes must be positive"),
+    (["--equitabpfn-checkpoint", "/no/such.pt"], "does not exist"),
+    (["--folds", "10"], "folds 0..9"),
+])
+def test_cli_bad_input(tmp_path, args, message):
+    result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--out", str(tmp_path), *args])
+    assert result.exit_code == 2 and message in result.output
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_cli_dry_run_lists_cells(tmp_path):
+    result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn,equitabpfn", "--folds", "0-1",
+                                      "--ensembles", "1,4", "--out", str(tmp_path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "36 cells, 36 to run" in result.output and not (tmp_path / "results.csv").exists()
+
+
+def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
+    command = [
+        sys.executable, "-m", "equibench.cli", "evaluate", "--suite", "demo", "--methods", "knn,linear-model,equitabpfn",
+        "--folds", "0-2", "--equitabpfn-checkpoint", str(DATA / "tiny-equitabpfn.pt"),
+        "--tabpfn-star-checkpoint", str(DATA / "tiny-tabpfn-star.pt"), "--out", str(tmp_path / "run"), "--no-progress",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cells = tmp_path / "run" / "cells"
+    deadline = time.monotonic() + 300
+    while process.poll() is None and len(list(cells.glob("*.json"))) < 5 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done_before = len(list(cells.glob("*.json")))
+    assert 5 <= done_before < 54, "the run should have been killed part-way"
+    if (tmp_path / "run" / "results.csv").exists():  # whatever snapshot exists is a valid table
+        pd.read_csv(tmp_path / "run" / "results.csv")
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    table = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert len(table) == 54 and set(table.status) == {"ok"}
+    assert table.groupby(["task_id", "fold", "method", "variant"]).size().max() == 1
+    assert not list((tmp_path / "run").glob("**/.*.tmp"))
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert len(manifest["invocations"]) == 2 and manifest["invocations"][1]["pending"] == 54 - done_before
+    # the resumed table equals an uninterrupted run
+    evaluate(_tiny(methods=("knn", "linear-model", "equitabpfn"), folds=(0, 1, 2)), tmp_path / "clean", progress=False)
+    clean = pd.read_csv(tmp_path / "clean" / "results.csv")
+    columns = ["task_id", "fold", "method", "accuracy", "auc", "f1", "log_loss"]
+    pd.testing.assert_frame_equal(table[columns].reset_index(drop=True), clean[columns].reset_index(drop=True))
