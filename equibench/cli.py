@@ -227,6 +227,7 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed of every method and of the preprocessing.")] = 0,
     device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
     dry_run: Annotated[bool, typer.Option(help="List the cells (and which are already done) without running them.")] = False,
+    rerun_changed: Annotated[bool, typer.Option(help="Replace stored cells of methods whose settings (checkpoint, weights) changed.")] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Evaluate methods on every task and fold of a suite; rerun the same command to resume."""
@@ -246,7 +247,10 @@ def evaluate(
         out = out or Path("results") / Path(suite).stem
         executor = local_executor(jobs)
         with executor:
-            summary = run_evaluation(config, out, executor=executor, dry_run=dry_run, progress=progress, console=errors)
+            summary = run_evaluation(
+                config, out, executor=executor, dry_run=dry_run, progress=progress, console=errors,
+                rerun_changed=rerun_changed,
+            )
     except (ValueError, FileNotFoundError, CheckpointError, TaskUnavailableError) as error:
         raise _fail(error) from None
     for task_id, message in summary.task_errors.items():

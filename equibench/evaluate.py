@@ -35,7 +35,7 @@ from .baselines.base import MethodUnavailableError
 from .baselines.registry import METHODS, method_spec
 from .machine import cpu_name
 from .metrics import cell_metrics
-from .model import default_checkpoint
+from .model import default_checkpoint, read_card
 from .results_store import ResultsStore, atomic_write_text
 from .suites import Suite, load_suite, load_task
 from .tabzilla import TabZillaPreprocessor
@@ -222,17 +222,26 @@ def _method_settings(config: EvaluateConfig) -> dict:
 
 
 def _fingerprint(config: EvaluateConfig, method_settings: dict) -> dict:
-    """The settings that change a cell's numbers; rerunning into the same directory needs the same."""
-    checkpoints = {}
+    """What makes a cell's numbers: the seed, and per method the settings that change them
+    (the PFN checkpoints' content, the context cap, the TabPFN weights)."""
+    methods = {name: {} for name in METHODS}
     for name in ("equitabpfn", "tabpfn-star"):
         path = Path(method_settings[name]["checkpoint"])
         if not path.is_file():
             raise ValueError(f"{name} checkpoint {str(path)!r} does not exist; pass a file written by `equibench pretrain`")
-        checkpoints[name] = _file_digest(path)
-    return {
-        "seed": config.seed, "max_train_rows": config.max_train_rows, "checkpoint_sha256": checkpoints,
-        "tabpfn_weights": config.resolved_tabpfn_weights(),
-    }
+        if read_card(path).arch != name:
+            raise ValueError(f"checkpoint {str(path)!r} holds a {read_card(path).arch} model, not {name}; pass a {name} checkpoint")
+        methods[name] = {"checkpoint_sha256": _file_digest(path), "max_train_rows": config.max_train_rows}
+    for name in ("tabpfn-v1", "tabpfn-v2"):
+        methods[name] = {"tabpfn_weights": config.resolved_tabpfn_weights()}
+    return {"seed": config.seed, "methods": methods}
+
+
+def _stale_methods(saved: dict, current: dict, stored_methods: set[str]) -> list[str]:
+    """Methods with stored cells whose settings changed since they were made."""
+    return sorted(
+        name for name in stored_methods if saved["methods"].get(name, {}) != current["methods"].get(name, {})
+    )
 
 
 def _versions() -> dict:
@@ -302,19 +311,27 @@ class EvaluateSummary:
     task_errors: dict[str, str]  # task id -> why it could not be loaded
 
 
-def _prepare(config: EvaluateConfig, out_dir: Path) -> tuple[Suite, CellContext, dict, dict[str, TaskInfo]]:
+def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_changed: bool):
     suite = load_suite(config.suite)
     method_settings = _method_settings(config)
     fingerprint = _fingerprint(config, method_settings)
     manifest_path = out_dir / MANIFEST
     if manifest_path.exists():
         saved = json.loads(manifest_path.read_text())["settings"]
-        changed = sorted(key for key in set(saved) | set(fingerprint) if saved.get(key) != fingerprint.get(key))
-        if changed:
+        if saved["seed"] != fingerprint["seed"]:
             raise ValueError(
-                f"{str(out_dir)!r} holds results made with different settings ({', '.join(changed)}); "
-                "rerun with the original options to resume, or pass a new --out directory"
+                f"{str(out_dir)!r} holds results made with --seed {saved['seed']}; rerun with it to resume, "
+                "or pass a new --out directory"
             )
+        stale = _stale_methods(saved, fingerprint, {row["method"] for row in store.rows()})
+        if stale and not rerun_changed:
+            raise ValueError(
+                f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
+                "checkpoint, context cap or weights); pass --rerun-changed to replace them, the original options "
+                "to resume, or a new --out directory"
+            )
+        for name in stale:
+            store.forget_method(name)
     working = None
     if suite.needs_openml:
         source = config.resolved_openml_cache()
@@ -333,14 +350,16 @@ def evaluate(
     dry_run: bool = False,
     progress: bool = True,
     console: Console | None = None,
+    rerun_changed: bool = False,
 ) -> EvaluateSummary:
-    """Run the pending cells of ``config`` into ``out_dir`` (finished ones are kept)."""
+    """Run the pending cells of ``config`` into ``out_dir`` (finished ones are kept; with
+    ``rerun_changed``, those of methods whose settings changed are replaced)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
-    suite, context, fingerprint, infos = _prepare(config, out_dir)
-    cells = plan_cells(config, suite, infos)
     store = ResultsStore(out_dir)
+    suite, context, fingerprint, infos = _prepare(config, out_dir, store, rerun_changed and not dry_run)
+    cells = plan_cells(config, suite, infos)
     finished = store.finished_keys()
     pending = [cell for cell in cells if cell.key not in finished]
     task_errors = {task_id: info.error for task_id, info in infos.items() if info.error}
@@ -417,7 +436,8 @@ def _unavailable_row(cell: Cell, seed: int, reason: str) -> dict:
 
 def _start_manifest(out_dir: Path, config: EvaluateConfig, fingerprint: dict, n_cells: int, n_pending: int) -> int:
     path = out_dir / MANIFEST
-    manifest = json.loads(path.read_text()) if path.exists() else {"settings": fingerprint, "invocations": []}
+    manifest = json.loads(path.read_text()) if path.exists() else {"invocations": []}
+    manifest["settings"] = fingerprint
     manifest["invocations"].append({
         "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "config": dataclasses.asdict(config),

@@ -67,6 +67,15 @@ class ResultsStore:
         atomic_write_text(self.root / "cells" / f"{key}.json", json.dumps(row) + "\n")
         self._rows[key] = row
 
+    def forget_method(self, method: str) -> None:
+        """Delete every stored cell of ``method`` (to run them again with new settings)."""
+        for key in [key for key, row in self._rows.items() if row["method"] == method]:
+            row = self._rows.pop(key)
+            (self.root / "cells" / f"{key}.json").unlink()
+            for relative in (row["proba_file"], row["traceback_file"]):
+                if relative:
+                    (self.root / relative).unlink(missing_ok=True)
+
     def table(self) -> pd.DataFrame:
         frame = pd.DataFrame(self.rows(), columns=["key", *COLUMNS])
         return frame.drop(columns="key").sort_values(["suite", "task_id", "fold", "method", "variant"], kind="stable")

@@ -22,6 +22,7 @@ from equibench.baselines.knn import KNNMethod
 from equibench.cli import app
 from equibench.evaluate import EvaluateConfig, evaluate, local_executor
 from equibench.metrics import cell_metrics
+from equibench.model import default_checkpoint
 from equibench.suites import load_suite
 from equibench.tabzilla import TabZillaPreprocessor
 
@@ -207,11 +208,21 @@ def test_an_uncached_task_is_one_clear_message_and_the_others_run(tmp_path):
     assert set(table[table.task_id != "999999"].status) == {"ok"}
 
 
-def test_resuming_with_different_settings_is_refused(tmp_path):
-    evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
-    with pytest.raises(ValueError, match="different settings .*seed"):
+def test_resuming_with_different_settings_is_refused_or_replaces(tmp_path):
+    evaluate(_tiny(methods=("knn", "tabpfn-star")), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="made with --seed 0"):
         evaluate(_tiny(methods=("knn",), seed=1), tmp_path, progress=False)
-    evaluate(_tiny(methods=("knn", "linear-model")), tmp_path, progress=False)  # adding methods is fine
+    other = _tiny(methods=("knn", "tabpfn-star"), tabpfn_star_checkpoint=str(default_checkpoint("tabpfn-star")))
+    with pytest.raises(ValueError, match="results of tabpfn-star made with different settings.*--rerun-changed"):
+        evaluate(other, tmp_path, progress=False)
+    # adding a method is fine; changing the EquiTabPFN checkpoint is too while it has no cells
+    evaluate(_tiny(methods=("knn", "linear-model"), equitabpfn_checkpoint=str(default_checkpoint("equitabpfn"))),
+             tmp_path, progress=False)
+    before = pd.read_csv(tmp_path / "results.csv")
+    summary = evaluate(other, tmp_path, progress=False, rerun_changed=True)
+    after = pd.read_csv(tmp_path / "results.csv")
+    assert len(summary.pending) == 6 and len(after) == len(before) == 18 and set(after.status) == {"ok"}
+    assert not after[after.method == "tabpfn-star"].accuracy.equals(before[before.method == "tabpfn-star"].accuracy)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -220,6 +231,7 @@ def test_resuming_with_different_settings_is_refused(tmp_path):
     (["--jobs", "0"], "--jobs must be at least 1"),
     (["--ensembles", "0"], "ensemble sizes must be positive"),
     (["--equitabpfn-checkpoint", "/no/such.pt"], "does not exist"),
+    (["--equitabpfn-checkpoint", str(DATA / "tiny-tabpfn-star.pt")], "not equitabpfn"),
     (["--folds", "10"], "folds 0..9"),
 ])
 def test_cli_bad_input(tmp_path, args, message):
