@@ -1,0 +1,118 @@
+"""Evaluation cost and the >10-class trade-off, measured in one run.
+
+1. Wall time of the demo suite per method (fold 0 of every demo task, one process).
+2. On the >10-class tasks (the demo's synthetic-15 and synthetic-30, plus the cached gt10
+   tasks with --openml-cache): EquiTabPFN at several ensemble sizes against TabPFN*+ECOC at
+   several ECOC redundancies (the TabPFN* variant nR = redundancy R beyond 10 classes):
+   mean accuracy and fit+predict time per fold, as ratios to EquiTabPFN n1. Target:
+   EquiTabPFN more accurate than TabPFN*+ECOC at every size tried, and no slower than the
+   TabPFN*+ECOC configuration closest to it in accuracy.
+
+    python benchmarks/evaluate.py [--openml-cache DIR] [--folds 0-2] [--sizes 1,2,4] [--record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from equibench.baselines.registry import METHODS
+from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.machine import hardware_description
+from equibench.suites import GT10
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _folds(text: str) -> tuple[int, ...]:
+    low, _, high = text.partition("-")
+    return tuple(range(int(low), int(high or low) + 1))
+
+
+def demo_wall_times(work: Path, methods: list[str]) -> pd.DataFrame:
+    """Seconds to run each method on fold 0 of every demo task (preprocessing included)."""
+    rows = []
+    for name in methods:
+        started = time.perf_counter()
+        summary = evaluate(EvaluateConfig("demo", methods=(name,), folds=(0,)), work / name, progress=False)
+        rows.append({"method": name, "cells": len(summary.cells), "ok": summary.counts["ok"],
+                     "wall_s": time.perf_counter() - started})
+    return pd.DataFrame(rows)
+
+
+def many_class_tradeoff(work: Path, cache: str | None, folds: tuple[int, ...], sizes: tuple[int, ...]) -> pd.DataFrame:
+    """Mean accuracy and time per fold of each PFN variant on the >10-class tasks."""
+    tasks = ["demo-synthetic-15", "demo-synthetic-30"] + ([str(t) for t in GT10] if cache else [])
+    suite = work / "many-classes.toml"
+    suite.write_text('name = "gt10-bench"\ntasks = [' + ", ".join(f'"{t}"' for t in tasks) + "]\n")
+    config = EvaluateConfig(str(suite), methods=("equitabpfn", "tabpfn-star"), folds=folds, ensembles=sizes,
+                            openml_cache=cache)
+    evaluate(config, work / "many-classes", progress=False)
+    table = pd.read_csv(work / "many-classes" / "results.csv", dtype={"task_id": str})
+    table = table[table.status == "ok"]
+    table["time_s"] = table.time_fit_s + table.time_predict_s
+    summary = table.groupby(["method", "variant"]).agg(
+        tasks=("task_id", "nunique"), accuracy=("accuracy", "mean"), auc=("auc", "mean"), time_s=("time_s", "mean"),
+    ).reset_index()
+    reference = summary[(summary.method == "equitabpfn") & (summary.variant == f"n{min(sizes)}")].iloc[0]
+    summary["accuracy_minus_equi"] = summary.accuracy - reference.accuracy
+    summary["time_ratio_to_equi"] = summary.time_s / reference.time_s
+    return summary.sort_values(["method", "time_s"])
+
+
+def verdict(summary: pd.DataFrame) -> list[str]:
+    equi = summary[summary.method == "equitabpfn"]
+    star = summary[summary.method == "tabpfn-star"]
+    lines = []
+    for _, row in equi.iterrows():
+        beaten = (star.accuracy < row.accuracy).all()
+        closest = star.iloc[(star.accuracy - row.accuracy).abs().argmin()]
+        lines.append(
+            f"EquiTabPFN {row.variant}: more accurate than every TabPFN*+ECOC size: {'yes' if beaten else 'NO'}; "
+            f"closest TabPFN*+ECOC in accuracy is {closest.variant} ({closest.accuracy:.3f} vs {row.accuracy:.3f}), "
+            f"time ratio TabPFN*/Equi {closest.time_s / row.time_s:.2f} "
+            f"({'Equi no slower' if row.time_s <= closest.time_s else 'Equi SLOWER'})"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--openml-cache", help="also run the cached gt10 tasks")
+    parser.add_argument("--folds", default="0-2", help="folds of the >10-class comparison, e.g. 0-2")
+    parser.add_argument("--sizes", default="1,2,4", help="ensemble sizes / ECOC redundancies")
+    parser.add_argument("--methods", default=",".join(METHODS), help="methods timed on the demo suite")
+    parser.add_argument("--record", action="store_true", help="append the tables to docs/BENCHMARKS.md")
+    args = parser.parse_args()
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        walls = demo_wall_times(work / "demo", args.methods.split(","))
+        tradeoff = many_class_tradeoff(work, args.openml_cache, _folds(args.folds), sizes)
+    lines = verdict(tradeoff)
+    machine = hardware_description(torch.device("cpu"))
+    text = (
+        f"\n## Evaluation (`benchmarks/evaluate.py`), {datetime.date.today().isoformat()}\n\n"
+        f"Machine: {machine}. Command: `python benchmarks/evaluate.py --folds {args.folds} --sizes {args.sizes}"
+        f"{' --openml-cache ...' if args.openml_cache else ''}`.\n\n"
+        "Demo suite, fold 0 of the 6 tasks, one process (wall time includes preprocessing):\n\n"
+        + walls.to_markdown(index=False, floatfmt=".1f")
+        + "\n\n>10-class tasks, mean over tasks and folds (time = fit + predict per fold; "
+        "TabPFN* variant nR = ECOC redundancy R, EquiTabPFN nM = M ensemble members):\n\n"
+        + tradeoff.to_markdown(index=False, floatfmt=".3f")
+        + "\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
+    )
+    print(text)
+    if args.record:
+        with (ROOT / "docs" / "BENCHMARKS.md").open("a") as handle:
+            handle.write(text)
+
+
+if __name__ == "__main__":
+    main()
