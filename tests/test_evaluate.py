@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -277,3 +278,30 @@ def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
     clean = pd.read_csv(tmp_path / "clean" / "results.csv")
     columns = ["task_id", "fold", "method", "accuracy", "auc", "f1", "log_loss"]
     pd.testing.assert_frame_equal(table[columns].reset_index(drop=True), clean[columns].reset_index(drop=True))
+
+
+@pytest.mark.slow
+def test_a_killed_worker_process_fails_its_cells_and_the_run_goes_on(tmp_path):
+    config = _tiny(methods=("knn", "linear-model", "decision-tree"), folds=(0, 1, 2))
+    pool = local_executor(2)
+
+    def kill_a_worker():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if list((tmp_path / "cells").glob("*.json")) and pool._processes:
+                os.kill(next(iter(pool._processes)), signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_a_worker)
+    killer.start()
+    with pool:
+        summary = evaluate(config, tmp_path, executor=pool, progress=False)
+    killer.join()
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert len(table) == 54 and table.groupby(["task_id", "fold", "method"]).size().max() == 1
+    died = table[table.status == "failed"]
+    assert summary.counts["failed"] == len(died) >= 1
+    assert died.reason.str.contains("worker process died").all()
+    rerun = evaluate(config, tmp_path, progress=False)
+    assert len(rerun.pending) == len(died) and set(pd.read_csv(tmp_path / "results.csv").status) == {"ok"}
