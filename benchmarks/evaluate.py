@@ -25,6 +25,7 @@ import torch
 from equibench.baselines.registry import METHODS
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.machine import hardware_description
+from equibench.report_tables import markdown_table
 from equibench.suites import GT10
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,10 +103,10 @@ def main() -> None:
         f"Machine: {machine}. Command: `python benchmarks/evaluate.py --folds {args.folds} --sizes {args.sizes}"
         f"{' --openml-cache ...' if args.openml_cache else ''}`.\n\n"
         "Demo suite, fold 0 of the 6 tasks, one process (wall time includes preprocessing):\n\n"
-        + walls.to_markdown(index=False, floatfmt=".1f")
+        + markdown_table(walls.round(1).astype(str))
         + "\n\n>10-class tasks, mean over tasks and folds (time = fit + predict per fold; "
         "TabPFN* variant nR = ECOC redundancy R, EquiTabPFN nM = M ensemble members):\n\n"
-        + tradeoff.to_markdown(index=False, floatfmt=".3f")
+        + markdown_table(tradeoff.round(3).astype(str))
         + "\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
     )
     print(text)

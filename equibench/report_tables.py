@@ -1,0 +1,269 @@
+"""Tables of ``equibench report``: method entries, metrics relative to KNN, the aggregate,
+runtime, ensemble and skipped/failed tables, and their Markdown, LaTeX and CSV files.
+
+Every function but the writers takes the ok cells of one suite (with ``time_s`` = fit +
+predict seconds) and returns a DataFrame; nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from .baselines.registry import METHODS
+
+KNN = "knn"
+EQUITABPFN = "equitabpfn"
+TABPFN_STAR = "tabpfn-star"
+METRICS = ("accuracy", "auc", "f1")
+MIN_CD_ROWS = 5  # autorank needs at least five paired samples
+_ENSEMBLE = re.compile(r"n(\d+)")
+_NO_REASON = "(no reason recorded)"
+_NUMERIC_CELL = re.compile(r"-?\d|n/a$")
+_LATEX = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": "$<$", ">": "$>$",
+    "±": r"$\pm$", "×": r"$\times$",
+}
+
+
+def method_label(method: str) -> str:
+    """Display name of a method (its registry label; the name itself for unknown methods)."""
+    spec = METHODS.get(method)
+    return spec.label if spec else method
+
+
+def is_ensemble_variant(variant: str) -> bool:
+    """Whether a variant names an ensemble size ("n1", "n4", ...)."""
+    return _ENSEMBLE.fullmatch(variant) is not None
+
+
+def ensemble_members(variant: str) -> int:
+    """Ensemble members of a variant ("n4" -> 4); 1 for "default" and other names."""
+    match = _ENSEMBLE.fullmatch(variant)
+    return int(match.group(1)) if match else 1
+
+
+def _variant_key(variant: str) -> tuple[int, str]:
+    return ensemble_members(variant), variant
+
+
+def with_entries(cells: pd.DataFrame) -> pd.DataFrame:
+    """Add ``entry`` (display label, "EquiTabPFN (n4)" when a method has several variants in
+    its suite), ``members`` and ``main`` (whether the variant is the method's smallest)."""
+    rows = []
+    for (suite, method), variants in cells.groupby(["suite", "method"], sort=True)["variant"]:
+        ordered = sorted(variants.unique(), key=_variant_key)
+        label = method_label(method)
+        rows.extend(
+            {"suite": suite, "method": method, "variant": variant, "members": ensemble_members(variant),
+             "entry": label if len(ordered) == 1 else f"{label} ({variant})", "main": variant == ordered[0]}
+            for variant in ordered
+        )
+    entries = pd.DataFrame(rows, columns=["suite", "method", "variant", "members", "entry", "main"])
+    return cells.merge(entries, on=["suite", "method", "variant"], how="left")
+
+
+def has_knn(cells: pd.DataFrame) -> bool:
+    return bool((cells["method"] == KNN).any())
+
+
+def has_ensembles(cells: pd.DataFrame) -> bool:
+    """Whether some method has at least two ensemble-size variants."""
+    ensembles = cells[cells["variant"].map(is_ensemble_variant)]
+    return bool((ensembles.groupby("method")["variant"].nunique() >= 2).any())
+
+
+def relative_to_knn(cells: pd.DataFrame, metric: str) -> pd.Series:
+    """Per (entry, task_id): 100 × (mean ``metric`` − KNN's) / KNN's, both means taken over the
+    folds where both have a value (tasks without KNN, or with KNN at 0, are left out)."""
+    knn = cells.loc[(cells["method"] == KNN) & cells["main"], ["task_id", "fold", metric]]
+    paired = cells[["entry", "task_id", "fold", metric]].merge(knn, on=["task_id", "fold"], suffixes=("", "_knn"))
+    means = paired.dropna().groupby(["entry", "task_id"])[[metric, f"{metric}_knn"]].mean()
+    reference = means[f"{metric}_knn"].where(means[f"{metric}_knn"] > 0)
+    return (100 * (means[metric] - reference) / reference).dropna().rename(f"{metric}_rel_pct")
+
+
+def aggregate_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """The paper's table over the main entries, indexed by entry: median relative accuracy vs
+    KNN, mean and s.e.m. over tasks of the per-task fold means (in %), mean time per fold over
+    all cells, task and fold counts; sorted by median relative accuracy (then mean accuracy)."""
+    main = cells[cells["main"]]
+    table = main.groupby("entry").agg(
+        method=("method", "first"), variant=("variant", "first"), time_s=("time_s", "mean"),
+        n_tasks=("task_id", "nunique"), n_folds=("fold", "size"),
+    )
+    table["median_rel_accuracy_pct"] = relative_to_knn(main, "accuracy").groupby(level="entry").median()
+    per_task = main.groupby(["entry", "task_id"])[list(METRICS)].mean().groupby(level="entry")
+    for metric in METRICS:
+        table[f"{metric}_mean_pct"] = 100 * per_task[metric].mean()
+        table[f"{metric}_sem_pct"] = 100 * per_task[metric].sem()
+    columns = ["method", "variant", "median_rel_accuracy_pct",
+               *(f"{metric}_{stat}_pct" for metric in METRICS for stat in ("mean", "sem")), "time_s", "n_tasks", "n_folds"]
+    table = table[columns].reset_index()
+    table = table.sort_values(["median_rel_accuracy_pct", "accuracy_mean_pct", "entry"],
+                              ascending=[False, False, True], na_position="last")
+    return table.set_index("entry")
+
+
+def runtime_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """EquiTabPFN vs TabPFN* per common variant: mean time per fold over the (task, fold) cells
+    both ran, and the speed-up TabPFN* / EquiTabPFN; empty unless both are present."""
+    columns = ["variant", "task_id", "fold", "time_s"]
+    equi = cells.loc[cells["method"] == EQUITABPFN, columns]
+    star = cells.loc[cells["method"] == TABPFN_STAR, columns]
+    paired = equi.merge(star, on=["variant", "task_id", "fold"], suffixes=("_equi", "_star"))
+    table = paired.groupby("variant").agg(
+        n_folds=("time_s_equi", "size"), equitabpfn_s=("time_s_equi", "mean"), tabpfn_star_s=("time_s_star", "mean"),
+    )
+    table["speedup"] = table["tabpfn_star_s"] / table["equitabpfn_s"].where(table["equitabpfn_s"] > 0)
+    return table.loc[sorted(table.index, key=_variant_key)]
+
+
+def pareto_front(time_s: pd.Series, score: pd.Series) -> pd.Series:
+    """Whether each point is Pareto-optimal for (lower time, higher score)."""
+    order = sorted(time_s.index, key=lambda key: (time_s[key], -score[key]))
+    best = float("-inf")
+    front = pd.Series(False, index=time_s.index)
+    for key in order:
+        if score[key] > best:
+            front[key] = True
+            best = score[key]
+    return front
+
+
+def ensemble_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Every entry (all variants), indexed by entry: mean time per fold, mean over tasks of the
+    AUC improvement over KNN (%), ensemble members and whether it is on the Pareto front."""
+    table = cells.groupby("entry").agg(
+        method=("method", "first"), variant=("variant", "first"), members=("members", "first"),
+        time_s=("time_s", "mean"),
+    )
+    table["auc_rel_pct"] = relative_to_knn(cells, "auc").groupby(level="entry").mean()
+    table = table.dropna(subset=["time_s", "auc_rel_pct"])
+    ensembled = cells[cells["variant"].map(is_ensemble_variant)]["method"].unique()
+    table["ensemble"] = table["method"].isin(ensembled)
+    table["pareto"] = pareto_front(table["time_s"], table["auc_rel_pct"])
+    order = sorted(table.index, key=lambda entry: (table.at[entry, "method"], _variant_key(table.at[entry, "variant"])))
+    return table.loc[order]
+
+
+def paired_auc(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per-(task, fold) AUC of the main entries (columns), with every entry's AUC present."""
+    main = cells[cells["main"]]
+    return main.pivot(index=["task_id", "fold"], columns="entry", values="auc").dropna()
+
+
+def failures_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (suite, method): skipped and failed row counts and the most common reason."""
+    bad = rows[rows["status"] != "ok"].assign(reason=lambda frame: frame["reason"].fillna(_NO_REASON))
+    records = []
+    for (suite, method), group in bad.groupby(["suite", "method"], sort=True):
+        reasons = group["reason"].value_counts()
+        reason = min(reasons.index, key=lambda text: (-reasons[text], text))
+        records.append({"suite": suite, "method": method, "skipped": int((group["status"] == "skipped").sum()),
+                        "failed": int((group["status"] == "failed").sum()), "most_common_reason": reason,
+                        "reason_count": int(reasons[reason])})
+    return pd.DataFrame(records, columns=["suite", "method", "skipped", "failed", "most_common_reason", "reason_count"])
+
+
+def _number(value: float, digits: int = 1) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.{digits}f}"
+
+
+def _seconds(value: float) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.3g}"
+
+
+def _mean_sem(mean: float, sem: float) -> str:
+    return _number(mean) if pd.isna(sem) or pd.isna(mean) else f"{mean:.1f} ± {sem:.1f}"
+
+
+def aggregate_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The aggregate table formatted like the paper's (strings)."""
+    display = pd.DataFrame({"method": table.index})
+    display["median rel. acc. vs KNN (%)"] = table["median_rel_accuracy_pct"].map(_number).to_numpy()
+    for metric, name in (("accuracy", "accuracy (%)"), ("auc", "AUC (%)"), ("f1", "F1 (%)")):
+        display[name] = [_mean_sem(m, s) for m, s in zip(table[f"{metric}_mean_pct"], table[f"{metric}_sem_pct"])]
+    display["time per fold (s)"] = table["time_s"].map(_seconds).to_numpy()
+    display["tasks"] = table["n_tasks"].astype(str).to_numpy()
+    display["folds"] = table["n_folds"].astype(str).to_numpy()
+    return display
+
+
+def runtime_display(table: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "variant": table.index,
+        "folds": table["n_folds"].astype(str).to_numpy(),
+        f"{method_label(EQUITABPFN)} (s)": table["equitabpfn_s"].map(_seconds).to_numpy(),
+        "TabPFN* (s)": table["tabpfn_star_s"].map(_seconds).to_numpy(),
+        "speed-up (TabPFN* / EquiTabPFN)": [f"{value:.2f}×" if pd.notna(value) else "n/a" for value in table["speedup"]],
+    })
+
+
+def ensemble_display(table: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "method": table.index,
+        "members": table["members"].astype(str).to_numpy(),
+        "time per fold (s)": table["time_s"].map(_seconds).to_numpy(),
+        "AUC improvement over KNN (%)": table["auc_rel_pct"].map(_number).to_numpy(),
+        "Pareto front": ["yes" if value else "" for value in table["pareto"]],
+    })
+
+
+def failures_display(table: pd.DataFrame) -> pd.DataFrame:
+    reasons = [text if len(text) <= 120 else text[:119] + "…" for text in table["most_common_reason"]]
+    return pd.DataFrame({
+        "suite": table["suite"], "method": table["method"], "skipped": table["skipped"].astype(str),
+        "failed": table["failed"].astype(str),
+        "most common reason (count)": [f"{text} ({count})" for text, count in zip(reasons, table["reason_count"])],
+    })
+
+
+def markdown_escape(text: str) -> str:
+    """Text safe inside a Markdown table cell or sentence."""
+    return " ".join(text.split()).replace("|", r"\|").replace("*", r"\*")
+
+
+def _right_aligned(display: pd.DataFrame) -> list[bool]:
+    """Per column: whether every cell is a number (or "n/a"), to be right-aligned."""
+    return [all(_NUMERIC_CELL.match(str(cell)) for cell in display[column]) for column in display.columns]
+
+
+def markdown_table(display: pd.DataFrame) -> str:
+    """A GitHub Markdown table of string cells (numbers right-aligned)."""
+    header = "| " + " | ".join(markdown_escape(str(name)) for name in display.columns) + " |"
+    rule = "|" + "|".join(" ---: " if right else " --- " for right in _right_aligned(display)) + "|"
+    body = ["| " + " | ".join(markdown_escape(str(cell)) for cell in row) + " |" for row in display.itertuples(index=False)]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+def latex_escape(text: str) -> str:
+    """Text safe in LaTeX text mode (on one line)."""
+    return "".join(_LATEX.get(char, char) for char in " ".join(text.split()))
+
+
+def latex_table(display: pd.DataFrame) -> str:
+    """A booktabs ``tabular`` of string cells."""
+    lines = [
+        r"\begin{tabular}{" + "".join("r" if right else "l" for right in _right_aligned(display)) + "}",
+        r"\toprule",
+        " & ".join(latex_escape(str(name)) for name in display.columns) + r" \\",
+        r"\midrule",
+        *(" & ".join(latex_escape(str(cell)) for cell in row) + r" \\" for row in display.itertuples(index=False)),
+        r"\bottomrule",
+        r"\end{tabular}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(display: pd.DataFrame, raw: pd.DataFrame, stem: Path) -> str:
+    """Write ``stem``.md and .tex (from ``display``) and .csv (from ``raw``); return the Markdown."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    markdown = markdown_table(display)
+    Path(f"{stem}.md").write_text(markdown)
+    Path(f"{stem}.tex").write_text(latex_table(display))
+    raw.to_csv(f"{stem}.csv", lineterminator="\n")
+    return markdown

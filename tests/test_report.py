@@ -1,0 +1,236 @@
+"""`equibench report` on synthetic results directories (no model is run)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from equibench.cli import app
+from equibench.report import build_report
+from equibench.results_store import COLUMNS
+
+FOLDS = 3
+# method -> (variant, accuracy offset, mean time per fold in seconds)
+ENTRIES = [
+    ("knn", "default", 0.00, 0.02),
+    ("xgboost", "default", 0.06, 1.5),
+    ("equitabpfn", "n1", 0.08, 0.1),
+    ("equitabpfn", "n4", 0.09, 0.4),
+    ("tabpfn-star", "n1", 0.04, 0.3),
+    ("tabpfn-star", "n4", 0.05, 1.2),
+]
+FIGURES = {
+    "gt10": ["relative_accuracy", "critical_difference_auc", "ensembles_auc_vs_time"],
+    "le10": ["relative_accuracy"],  # one variant per method: no bubble plot
+}
+TABLES = ["gt10_aggregate", "gt10_runtime", "gt10_ensembles", "le10_aggregate", "le10_runtime", "skipped_failed"]
+
+
+def _row(suite: str, task: str, fold: int, method: str, variant: str, **values) -> dict:
+    row = dict.fromkeys(COLUMNS, "")
+    row.update(suite=suite, task_id=task, dataset=f"data-{task}", fold=fold, method=method, variant=variant,
+               status="ok", seed=0, n_train=100, n_val=20, n_test=20, n_features=5, n_features_used=5, n_classes=12)
+    row.update(values)
+    return row
+
+
+def _suite_rows(suite: str, tasks: list[str], rng: np.random.Generator, entries: list[tuple] = ENTRIES) -> list[dict]:
+    rows = []
+    for task in tasks:
+        base = rng.uniform(0.5, 0.8)
+        for fold in range(FOLDS):
+            for method, variant, offset, time_s in entries:
+                accuracy = float(np.clip(base + offset + rng.normal(0, 0.03), 0.05, 0.99))
+                rows.append(_row(
+                    suite, task, fold, method, variant, accuracy=accuracy, auc=min(0.999, accuracy + 0.1),
+                    f1=accuracy - 0.02, log_loss=1 - accuracy, time_fit_s=time_s * rng.uniform(0.5, 1.0),
+                    time_predict_s=time_s * rng.uniform(0.0, 0.5),
+                ))
+    return rows
+
+
+def _write_results(directory: Path, rows: list[dict]) -> Path:
+    directory.mkdir(parents=True)
+    pd.DataFrame(rows, columns=COLUMNS).to_csv(directory / "results.csv", index=False)
+    manifest = {"settings": {"seed": 0}, "invocations": [{
+        "command": f"equibench evaluate --suite {rows[0]['suite']} --out {directory}", "config": {},
+        "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T01:00:00+00:00",
+        "versions": {"python": "3.11", "equibench": "0.1.0"}, "git_sha": "abc1234",
+        "machine": {"cpu": "test cpu", "cpu_count": 2},
+    }]}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def results_dirs(tmp_path_factory) -> list[Path]:
+    """gt10: 4 tasks, plus a skipped and a failed row; le10: 2 tasks, n1 variants only, whose
+    TabPFN* AUC is missing on 4 of 6 cells (so only 2 cells are paired for the CD diagram)."""
+    rng = np.random.default_rng(0)
+    root = tmp_path_factory.mktemp("results")
+    gt10 = _suite_rows("gt10", ["5", "7", "41", "3022"], rng)
+    gt10.append(_row("gt10", "5", 0, "tabpfn-v2", "n1", status="skipped", reason="no weights"))
+    failed = next(row for row in gt10 if (row["task_id"], row["fold"], row["method"]) == ("41", 2, "xgboost"))
+    failed.update(status="failed", reason="MemoryError", accuracy="", auc="", f1="", log_loss="")
+    le10 = _suite_rows("le10", ["3", "4"], rng, [entry for entry in ENTRIES if entry[1] != "n4"])
+    for row in [row for row in le10 if row["method"] == "tabpfn-star"][:4]:
+        row["auc"] = ""
+    return [_write_results(root / "gt10", gt10), _write_results(root / "le10", le10)]
+
+
+@pytest.fixture(scope="module")
+def report(results_dirs, tmp_path_factory) -> Path:
+    return build_report(results_dirs, tmp_path_factory.mktemp("report"))
+
+
+def _ok_rows(results_dirs: list[Path], suite: str) -> list[dict]:
+    rows = []
+    for directory in results_dirs:
+        with (directory / "results.csv").open() as handle:
+            rows += [row for row in csv.DictReader(handle) if row["suite"] == suite and row["status"] == "ok"]
+    return rows
+
+
+def _fold_values(rows: list[dict], method: str, variant: str, column: str) -> dict[tuple[str, int], float]:
+    return {(row["task_id"], int(row["fold"])): float(row[column]) for row in rows
+            if (row["method"], row["variant"]) == (method, variant) and row[column] != ""}
+
+
+def _expected(rows: list[dict], method: str, variant: str) -> dict[str, float]:
+    """Aggregate row computed from the raw CSV rows with plain Python."""
+    accuracy, knn = _fold_values(rows, method, variant, "accuracy"), _fold_values(rows, "knn", "default", "accuracy")
+    tasks = sorted({task for task, _ in accuracy})
+    relative, task_means = [], []
+    for task in tasks:
+        folds = [key for key in accuracy if key[0] == task]
+        paired = [key for key in folds if key in knn]
+        mine, theirs = statistics.mean(accuracy[k] for k in paired), statistics.mean(knn[k] for k in paired)
+        relative.append(100 * (mine - theirs) / theirs)
+        task_means.append(statistics.mean(accuracy[k] for k in folds))
+    times = [float(row["time_fit_s"]) + float(row["time_predict_s"]) for row in rows
+             if (row["method"], row["variant"]) == (method, variant)]
+    return {"median_rel_accuracy_pct": statistics.median(relative),
+            "accuracy_mean_pct": 100 * statistics.mean(task_means),
+            "accuracy_sem_pct": 100 * statistics.stdev(task_means) / math.sqrt(len(task_means)),
+            "time_s": statistics.mean(times), "n_tasks": len(tasks), "n_folds": len(times)}
+
+
+def test_every_figure_and_table_is_written_and_referenced(report: Path):
+    out, text = report.parent, report.read_text()
+    for suite, names in FIGURES.items():
+        for name in names:
+            for suffix in ("png", "pdf"):
+                path = out / "figures" / f"{suite}_{name}.{suffix}"
+                assert path.is_file() and path.stat().st_size > 1000, path
+                assert f"figures/{path.name}" in text
+    assert sorted(path.name for path in (out / "figures").iterdir()) == sorted(
+        f"{suite}_{name}.{suffix}" for suite, names in FIGURES.items() for name in names for suffix in ("png", "pdf"))
+    for name in TABLES:
+        for suffix in ("md", "tex", "csv"):
+            assert (out / "tables" / f"{name}.{suffix}").is_file(), name
+        assert f"tables/{name}.tex" in text and f"tables/{name}.csv" in text
+        assert (out / "tables" / f"{name}.md").read_text() in text
+    assert "\\toprule" in (out / "tables" / "gt10_aggregate.tex").read_text()
+    assert "equibench evaluate --suite gt10" in text and "abc1234" in text and "python 3.11" in text
+
+
+@pytest.mark.parametrize("suite, method, variant, entry", [
+    ("gt10", "xgboost", "default", "XGBoost"),
+    ("gt10", "equitabpfn", "n1", "EquiTabPFN (n1)"),
+    ("le10", "tabpfn-star", "n1", "TabPFN* (ECOC >10)"),
+])
+def test_aggregate_table_matches_an_independent_computation(report, results_dirs, suite, method, variant, entry):
+    table = pd.read_csv(report.parent / "tables" / f"{suite}_aggregate.csv", index_col="entry")
+    expected = _expected(_ok_rows(results_dirs, suite), method, variant)
+    for column, value in expected.items():
+        assert table.at[entry, column] == pytest.approx(value), column
+    assert list(table["median_rel_accuracy_pct"]) == sorted(table["median_rel_accuracy_pct"], reverse=True)
+    assert "EquiTabPFN (n4)" not in table.index  # main tables: smallest ensemble only
+
+
+def test_skipped_and_failed_rows_are_counted_not_scored(report):
+    failures = pd.read_csv(report.parent / "tables" / "skipped_failed.csv")
+    assert failures.to_dict("records") == [
+        {"suite": "gt10", "method": "tabpfn-v2", "skipped": 1, "failed": 0, "most_common_reason": "no weights",
+         "reason_count": 1},
+        {"suite": "gt10", "method": "xgboost", "skipped": 0, "failed": 1, "most_common_reason": "MemoryError",
+         "reason_count": 1},
+    ]
+    assert "TabPFNv2" not in pd.read_csv(report.parent / "tables" / "gt10_aggregate.csv")["entry"].tolist()
+
+
+def test_speedup_of_equitabpfn_over_tabpfn_star(report, results_dirs):
+    runtime = pd.read_csv(report.parent / "tables" / "gt10_runtime.csv", index_col="variant")
+    rows = _ok_rows(results_dirs, "gt10")
+    for variant in ("n1", "n4"):
+        equi, star = (
+            {key: _fold_values(rows, method, variant, "time_fit_s")[key]
+             + _fold_values(rows, method, variant, "time_predict_s")[key]
+             for key in _fold_values(rows, method, variant, "time_fit_s")}
+            for method in ("equitabpfn", "tabpfn-star")
+        )
+        ratio = statistics.mean(star.values()) / statistics.mean(equi.values())
+        assert runtime.at[variant, "speedup"] == pytest.approx(ratio)
+    assert list(runtime.index) == ["n1", "n4"]
+
+
+def test_critical_difference_diagram_needs_five_paired_cells(report):
+    text = report.read_text()
+    assert "No critical-difference diagram for le10: only 2 (task, fold) cells have an AUC" in text
+    assert not list((report.parent / "figures").glob("le10_critical_difference*"))
+    assert "Critical-difference diagram of gt10" in text
+
+
+def test_ensemble_table_marks_the_pareto_front(report):
+    table = pd.read_csv(report.parent / "tables" / "gt10_ensembles.csv", index_col="entry")
+    assert set(table.index) == {"KNN", "XGBoost", "EquiTabPFN (n1)", "EquiTabPFN (n4)", "TabPFN* (ECOC >10) (n1)",
+                                "TabPFN* (ECOC >10) (n4)"}
+    for entry in table.index:
+        dominated = ((table["time_s"] <= table.at[entry, "time_s"])
+                     & (table["auc_rel_pct"] > table.at[entry, "auc_rel_pct"])).any()
+        assert table.at[entry, "pareto"] == (not dominated), entry
+
+
+def test_suite_without_knn_is_reported_not_fatal(tmp_path):
+    rows = [row for row in _suite_rows("custom", ["1", "2"], np.random.default_rng(1)) if row["method"] != "knn"]
+    report = build_report([_write_results(tmp_path / "custom", rows)], tmp_path / "report")
+    text = report.read_text()
+    assert "custom has no KNN rows" in text
+    assert not list((tmp_path / "report" / "figures").glob("*relative_accuracy*"))
+    table = pd.read_csv(tmp_path / "report" / "tables" / "custom_aggregate.csv")
+    assert table["median_rel_accuracy_pct"].isna().all() and len(table) == 3
+
+
+def test_bad_input_names_the_directory_and_what_to_run(tmp_path):
+    with pytest.raises(ValueError, match=r"missing. does not exist .*: run `equibench evaluate --suite SUITE --out .*missing`"):
+        build_report([tmp_path / "missing"], tmp_path / "report")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"'.*empty' has no results.csv: .*equibench evaluate"):
+        build_report([tmp_path / "empty"], tmp_path / "report")
+    skipped = [_row("demo", "1", 0, "tabpfn-v1", "n1", status="skipped", reason="no weights")]
+    directory = _write_results(tmp_path / "skipped", skipped)
+    with pytest.raises(ValueError, match=r"skipped.*no ok rows \(1 skipped\): run `equibench evaluate --suite demo"):
+        build_report([directory], tmp_path / "report")
+
+
+def test_cli_report_reproduces_the_same_files(report, results_dirs, tmp_path):
+    """A second run (through the CLI) writes byte-identical tables, figures and REPORT.md."""
+    missing = CliRunner().invoke(app, ["report", "--results", str(tmp_path / "missing"), "--out", str(tmp_path / "r")])
+    assert missing.exit_code == 2 and "equibench evaluate" in missing.output
+    args = [arg for directory in results_dirs for arg in ("--results", str(directory))]
+    result = CliRunner().invoke(app, ["report", *args, "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    again = tmp_path / "r" / "REPORT.md"
+    assert result.output.strip() == str(again)
+    assert again.read_bytes() == report.read_bytes()
+    for first in sorted((report.parent / "tables").iterdir()) + sorted((report.parent / "figures").iterdir()):
+        second = again.parent / first.parent.name / first.name
+        assert first.read_bytes() == second.read_bytes(), first.name
