@@ -3,7 +3,8 @@
 1. Wall time of the demo suite per method (fold 0 of every demo task, one process).
 2. On the >10-class tasks (the demo's synthetic-15 and synthetic-30, plus the cached gt10
    tasks with --openml-cache): EquiTabPFN at several ensemble sizes against TabPFN*+ECOC at
-   several ECOC redundancies (the TabPFN* variant nR = redundancy R beyond 10 classes):
+   several ECOC redundancies (the TabPFN* variant nR = redundancy R beyond 10 classes), run
+   here or read from an existing evaluate directory (--results results/gt10):
    mean accuracy and fit+predict time per fold, as ratios to EquiTabPFN n1. Target:
    EquiTabPFN more accurate than TabPFN*+ECOC at every size tried, and no slower than the
    TabPFN*+ECOC configuration closest to it in accuracy.
@@ -47,16 +48,23 @@ def demo_wall_times(work: Path, methods: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def many_class_tradeoff(work: Path, cache: str | None, folds: tuple[int, ...], sizes: tuple[int, ...]) -> pd.DataFrame:
-    """Mean accuracy and time per fold of each PFN variant on the >10-class tasks."""
+def run_many_class_tasks(work: Path, cache: str | None, folds: tuple[int, ...], sizes: tuple[int, ...]) -> Path:
+    """Evaluate both PFNs at every size on the >10-class tasks; returns the results directory."""
     tasks = ["demo-synthetic-15", "demo-synthetic-30"] + ([str(t) for t in GT10] if cache else [])
     suite = work / "many-classes.toml"
     suite.write_text('name = "gt10-bench"\ntasks = [' + ", ".join(f'"{t}"' for t in tasks) + "]\n")
     config = EvaluateConfig(str(suite), methods=("equitabpfn", "tabpfn-star"), folds=folds, ensembles=sizes,
                             openml_cache=cache)
     evaluate(config, work / "many-classes", progress=False)
-    table = pd.read_csv(work / "many-classes" / "results.csv", dtype={"task_id": str})
-    table = table[table.status == "ok"]
+    return work / "many-classes"
+
+
+def many_class_tradeoff(results: Path, sizes: tuple[int, ...]) -> pd.DataFrame:
+    """Mean accuracy and time per fold of each PFN variant on the tasks with >10 classes."""
+    table = pd.read_csv(results / "results.csv", dtype={"task_id": str})
+    variants = [f"n{size}" for size in sizes]
+    table = table[(table.status == "ok") & (table.n_classes > 10) & table.method.isin(["equitabpfn", "tabpfn-star"])
+                  & table.variant.isin(variants)]
     table["time_s"] = table.time_fit_s + table.time_predict_s
     summary = table.groupby(["method", "variant"]).agg(
         tasks=("task_id", "nunique"), accuracy=("accuracy", "mean"), auc=("auc", "mean"), time_s=("time_s", "mean"),
@@ -89,19 +97,23 @@ def main() -> None:
     parser.add_argument("--folds", default="0-2", help="folds of the >10-class comparison, e.g. 0-2")
     parser.add_argument("--sizes", default="1,2,4", help="ensemble sizes / ECOC redundancies")
     parser.add_argument("--methods", default=",".join(METHODS), help="methods timed on the demo suite")
+    parser.add_argument("--results", type=Path,
+                        help="summarise the >10-class trade-off from this evaluate directory instead of running it")
     parser.add_argument("--record", action="store_true", help="append the tables to docs/BENCHMARKS.md")
     args = parser.parse_args()
     sizes = tuple(int(s) for s in args.sizes.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         walls = demo_wall_times(work / "demo", args.methods.split(","))
-        tradeoff = many_class_tradeoff(work, args.openml_cache, _folds(args.folds), sizes)
+        results = args.results or run_many_class_tasks(work, args.openml_cache, _folds(args.folds), sizes)
+        tradeoff = many_class_tradeoff(results, sizes)
     lines = verdict(tradeoff)
     machine = hardware_description(torch.device("cpu"))
     text = (
         f"\n## Evaluation (`benchmarks/evaluate.py`), {datetime.date.today().isoformat()}\n\n"
         f"Machine: {machine}. Command: `python benchmarks/evaluate.py --folds {args.folds} --sizes {args.sizes}"
-        f"{' --openml-cache ...' if args.openml_cache else ''}`.\n\n"
+        f"{' --openml-cache ...' if args.openml_cache else ''}{f' --results {args.results}' if args.results else ''}`"
+        + (f" (the trade-off is read from the evaluate run in `{args.results}`)" if args.results else "") + ".\n\n"
         "Demo suite, fold 0 of the 6 tasks, one process (wall time includes preprocessing):\n\n"
         + markdown_table(walls.round(1).astype(str))
         + "\n\n>10-class tasks, mean over tasks and folds (time = fit + predict per fold; "
