@@ -302,5 +302,55 @@ def suites() -> None:
     console.print(table)
 
 
+@app.command()
+def equivariance(
+    checkpoints: Annotated[Optional[list[Path]], typer.Option("--checkpoints", help="Checkpoint file (repeat the option for several); default: the packaged EquiTabPFN and TabPFN* ones.")] = None,
+    classes: Annotated[str, typer.Option(help="Class counts K, e.g. 2,4,8,10 or 2-10 (TabPFN* skips K > 10).")] = "2,4,8,10",
+    ensembles: Annotated[str, typer.Option(help="Permutation-ensemble sizes, e.g. 1,2,4,8,16.")] = "1,2,4,8,16",
+    datasets: Annotated[int, typer.Option(help="Prior datasets per K.")] = 512,
+    rows: Annotated[int, typer.Option(help="Rows per prior dataset: the first half are train rows, the rest test rows.")] = 256,
+    seed: Annotated[int, typer.Option(help="Seeds the prior datasets and the class permutations.")] = 0,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("results/equivariance"),
+    toy: Annotated[bool, typer.Option("--toy/--no-toy", help="Also draw the 9-point 3x3-grid illustration.")] = True,
+    toy_grid: Annotated[int, typer.Option(help="Points per side of the toy's prediction grid.")] = 150,
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+) -> None:
+    """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy."""
+    from .equivariance import EquivarianceConfig, run_equivariance
+
+    try:
+        config = EquivarianceConfig(
+            classes=_int_list(classes, "--classes"), ensembles=_int_list(ensembles, "--ensembles"),
+            datasets=datasets, rows=rows, seed=seed, device=device,
+            **({"checkpoints": tuple(checkpoints)} if checkpoints else {}),
+        )
+        frame = run_equivariance(config, out, toy=toy, toy_grid=toy_grid, log=lambda line: console.print(line, highlight=False))
+    except (ValueError, CheckpointError) as error:
+        raise _fail(error) from None
+    table = Table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
+                  title="arg-max changes (% of test rows) by ensemble size E")
+    for (label, n_classes), group in frame.groupby(["checkpoint", "K"], sort=False):
+        table.add_row(label, str(n_classes), *(f"{100 * value:.2f}" for value in group.argmax_change_fraction))
+    console.print(table)
+    for note in frame.attrs["notes"]:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
+    console.print(f"results in {out}/ (README.md lists the files)")
+
+
+@app.command()
+def report(
+    results: Annotated[list[Path], typer.Option(help="A results directory of `equibench evaluate` (repeat for several).")],
+    out: Annotated[Path, typer.Option(help="Output directory (REPORT.md, tables/, figures/).")] = Path("results/report"),
+) -> None:
+    """Tables, figures and REPORT.md from stored evaluation results (runs no model)."""
+    from .report import build_report
+
+    try:
+        path = build_report(results, out)
+    except ValueError as error:
+        raise _fail(error) from None
+    console.print(str(path), highlight=False, soft_wrap=True)
+
+
 if __name__ == "__main__":
     app()
