@@ -488,8 +488,7 @@ def plot_nine_point_toy(predictions: dict[str, list[np.ndarray]], stem: Path) ->
             differs = 100 * np.mean(classes != maps[0])
             note = "" if column == 0 else f"\n{differs:.1f}% of the grid differs from identity"
             axes.set_title(f"{label}: {name} ordering{note}", fontsize=9)
-            axes.set_xlabel("feature 1")
-            axes.set_ylabel("feature 2")
+            axes.set(xlabel="feature 1", ylabel="feature 2", xticks=range(3), yticks=range(3))
             axes.label_outer()
     colourbar = figure.colorbar(image, ax=grid, ticks=range(9), shrink=0.8)
     colourbar.set_label("predicted class (original identity)")
