@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -480,7 +481,7 @@ def plot_nine_point_toy(predictions: dict[str, list[np.ndarray]], stem: Path) ->
     grid = figure.subplots(len(predictions), len(TOY_ORDERINGS), squeeze=False, sharex=True, sharey=True)
     image = None
     for row, (label, maps) in zip(grid, predictions.items()):
-        for column, (axes, (name, ordering), classes) in enumerate(zip(row, TOY_ORDERINGS.items(), maps)):
+        for column, (axes, name, classes) in enumerate(zip(row, TOY_ORDERINGS, maps)):
             image = axes.imshow(classes, origin="lower", extent=extent, cmap=ListedColormap(colours),
                                 vmin=-0.5, vmax=8.5, interpolation="nearest")
             axes.scatter(x_train[:, 0], x_train[:, 1], c=[colours[c] for c in y_train], marker="X", s=110,
@@ -542,22 +543,22 @@ def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, s
     lines = [
         "# Target-equivariance error", "",
         f"Checkpoints: {', '.join(str(p) for p in config.checkpoints)}.",
-        f"K in {list(config.classes)}, ensemble sizes {list(config.ensembles)}, {config.datasets} prior datasets "
-        f"per K ({config.rows} rows: {n_train} train, {config.rows - n_train} test; all K classes among the train "
-        f"rows), seed {config.seed}, device {config.device}; {seconds:.0f} s.", "",
-        "Per dataset, sigma is a random non-identity class permutation; a test row counts as changed when the class "
-        "predicted on (X, Y) is beaten (by more than "
-        f"{config.tie_tolerance:g} in log-probability) in sigma^-1 f(X, sigma(Y)). The log-prob RMS compares "
-        f"log softmax(logits / {config.softmax_temperature:g}) of the two. An ensemble of E members averages the "
-        "mapped-back softmax outputs over E relabellings of the training labels (member 0 the identity, the "
-        "others random; the permuted run uses the same relabellings composed with sigma).", "",
+        (f"K in {list(config.classes)}, ensemble sizes {list(config.ensembles)}, {config.datasets} prior datasets "
+         f"per K ({config.rows} rows: {n_train} train, {config.rows - n_train} test; all K classes among the train "
+         f"rows), seed {config.seed}, device {config.device}; {seconds:.0f} s."), "",
+        ("Per dataset, sigma is a random non-identity class permutation; a test row counts as changed when the "
+         f"class predicted on (X, Y) is beaten (by more than {config.tie_tolerance:g} in log-probability) in "
+         "sigma^-1 f(X, sigma(Y)). The log-prob RMS compares log softmax(logits / "
+         f"{config.softmax_temperature:g}) of the two. An ensemble of E members averages the mapped-back softmax "
+         "outputs over E relabellings of the training labels (member 0 the identity, the others random; the "
+         "permuted run uses the same relabellings composed with sigma)."), "",
         "## Files", "",
-        "- `equivariance.csv`: one row per (checkpoint, K, ensemble): mean, std and s.e.m. over datasets of the "
-        "arg-max change fraction and the log-prob RMS.",
+        ("- `equivariance.csv`: one row per (checkpoint, K, ensemble): mean, std and s.e.m. over datasets of the "
+         "arg-max change fraction and the log-prob RMS."),
         "- `equivariance.md`: the same as a table (%, mean ± s.e.m.).",
-        "- `equivariance-gap.png` / `.pdf`: left, % arg-max changes vs K with one member, one line per checkpoint "
-        f"(grey: the paper's fully trained TabPFN, {paper}); right, vs ensemble size, one line per K for "
-        f"TabPFN*, EquiTabPFN at its worst K (grey star: paper, K=10 with 16 members, {PAPER_TABPFN_K10_E16}%).",
+        ("- `equivariance-gap.png` / `.pdf`: left, % arg-max changes vs K with one member, one line per checkpoint "
+         f"(grey: the paper's fully trained TabPFN, {paper}); right, vs ensemble size, one line per K for "
+         f"TabPFN*, EquiTabPFN at its worst K (grey star: paper, K=10 with 16 members, {PAPER_TABPFN_K10_E16}%)."),
     ]
     if toy is not None:
         lines.append("- `nine-point-toy.png` / `.pdf`: 9 training points on a 3x3 grid, one class each, predicted "

@@ -67,7 +67,9 @@ def test_metric_is_zero_for_an_equivariant_predictor():
     x_train, y_train, x_test = _problem()
     error = equivariance_error(nearest_centroid, x_train, y_train, x_test, 4, _permutations(4))
     assert error.argmax_change_fraction == 0.0 and error.logit_rms < 1e-12
-    probabilities = lambda *args: torch.softmax(torch.as_tensor(nearest_centroid(*args)), dim=-1)
+    def probabilities(*args):
+        return torch.softmax(torch.as_tensor(nearest_centroid(*args)), dim=-1)
+
     error = equivariance_error(probabilities, x_train, y_train, x_test, 4, [3, 2, 1, 0], output="probs")
     assert error.argmax_change_fraction == 0.0 and error.logit_rms < 1e-12
 
@@ -102,6 +104,16 @@ def test_tiny_checkpoints_equitabpfn_exactly_zero_tabpfn_star_positive():
     assert (star.argmax_change_fraction > 0.0).all() and (star.logit_rms > 1e-3).all()
 
 
+def _permutation_ensemble(model, members):
+    """predict() averaging the mapped-back softmax(logits / 0.8) over relabellings ``members``."""
+    def predict(x_train, y_train, x_test, n_classes):
+        with torch.inference_mode():
+            probs = [torch.softmax(model(x_train[None], perm[y_train][None], x_test[None], n_classes)[0].double()
+                                   / 0.8, dim=-1)[:, perm] for perm in members]
+        return torch.stack(probs).mean(dim=0)  # (M, K)
+    return predict
+
+
 def test_batched_ensembles_match_the_metric_on_a_wrapped_network():
     """measure_model (batched) agrees with equivariance_error on an explicit permutation ensemble."""
     model = load_checkpoint(TINY[1])[0]
@@ -110,15 +122,10 @@ def test_batched_ensembles_match_the_metric_on_a_wrapped_network():
     fractions, rms = measure_model(model, data, 4, sigma, members, (1, 2), 0.8, 1e-5, torch.device("cpu"))
     n = data.n_train
     for d in range(2):
-        def ensemble(x_train, y_train, x_test, n_classes, size):
-            with torch.inference_mode():
-                probs = [torch.softmax(model(x_train[None], perm[y_train][None], x_test[None], n_classes)[0].double()
-                                       / 0.8, dim=-1)[:, perm] for perm in members[d, :size]]
-            return torch.stack(probs).mean(dim=0)
-
         for i, size in enumerate((1, 2)):
-            error = equivariance_error(lambda *args: ensemble(*args, size), data.x[d, :n], data.y[d, :n],
-                                       data.x[d, n:], 4, sigma[d], output="probs")
+            predict = _permutation_ensemble(model, members[d, :size])
+            error = equivariance_error(predict, data.x[d, :n], data.y[d, :n], data.x[d, n:], 4, sigma[d],
+                                       output="probs")
             assert error.argmax_change_fraction == pytest.approx(fractions[i, d])
             assert error.logit_rms == pytest.approx(rms[i, d], rel=1e-4)
 
