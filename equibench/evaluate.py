@@ -267,7 +267,6 @@ def _git_sha() -> str | None:
 
 @dataclass
 class TaskInfo:
-    name: str
     n_folds: int
     error: str | None = None  # why the task could not be loaded
 
@@ -281,9 +280,9 @@ def _task_infos(suite: Suite, openml_cache: str | None) -> dict[str, TaskInfo]:
         try:
             task = load_task(task_id, openml_cache)
         except TaskUnavailableError as error:
-            infos[task_id] = TaskInfo(name="", n_folds=0, error=str(error))
+            infos[task_id] = TaskInfo(n_folds=0, error=str(error))
             continue
-        infos[task_id] = TaskInfo(name=task.name, n_folds=task.n_folds)
+        infos[task_id] = TaskInfo(n_folds=task.n_folds)
     return infos
 
 

@@ -29,10 +29,14 @@ def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Pat
             f"{str(source)!r} is not an OpenML cache (no org/ folder inside); point at the "
             "directory that contains org/openml/www/..."
         )
-    if source.resolve() != work_dir.resolve():
-        shutil.copytree(source, work_dir, dirs_exist_ok=True, copy_function=shutil.copy)
-        for path in work_dir.rglob("*"):  # copies of read-only files must become writable
-            path.chmod(path.stat().st_mode | 0o200)
+    if source.resolve() == work_dir.resolve():
+        return work_dir
+    for path in source.rglob("*"):
+        target = work_dir / path.relative_to(source)
+        if path.is_file() and not target.exists():  # a resumed run copies nothing again
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
+            target.chmod(target.stat().st_mode | 0o200)  # copies of read-only files must be writable
     return work_dir
 
 
