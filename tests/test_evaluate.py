@@ -255,18 +255,24 @@ def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
         "--tabpfn-star-checkpoint", str(DATA / "tiny-tabpfn-star.pt"), "--out", str(tmp_path / "run"), "--no-progress",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    cells = tmp_path / "run" / "cells"
-    deadline = time.monotonic() + 300
-    while process.poll() is None and len(list(cells.glob("*.json"))) < 5 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    # cwd outside the checkout: `-m` puts the cwd on sys.path, which would shadow an installed (non-editable) package
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("w") as stderr_file:
+        process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr_file)
+        cells = tmp_path / "run" / "cells"
+        deadline = time.monotonic() + 300
+        while process.poll() is None and len(list(cells.glob("*.json"))) < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        exited_by_itself = process.poll() is not None
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert not exited_by_itself or process.returncode == 0, stderr.read_text()
     done_before = len(list(cells.glob("*.json")))
     assert 5 <= done_before < 54, "the run should have been killed part-way"
     if (tmp_path / "run" / "results.csv").exists():  # whatever snapshot exists is a valid table
         pd.read_csv(tmp_path / "run" / "results.csv")
-    subprocess.run(command, env=env, check=True, capture_output=True)
+    resumed = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
     table = pd.read_csv(tmp_path / "run" / "results.csv")
     assert len(table) == 54 and set(table.status) == {"ok"}
     assert table.groupby(["task_id", "fold", "method", "variant"]).size().max() == 1
