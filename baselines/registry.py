@@ -16,6 +16,10 @@ class MethodSpec:
     module: str  # file under equibench.baselines
     class_name: str
     ensembles: bool = False  # variants are ensemble sizes ("n1", "n4", ...)
+    # run time per train row per class (and per ensemble member) in microseconds: medians of
+    # the committed results (2-core CPU; TabPFN v1/v2 assumed like TabPFN*); orders cells
+    # longest-first on parallel backends
+    cost: float = 100.0
 
     def variants(self, ensembles: list[int]) -> list[str]:
         return [f"n{m}" for m in ensembles] if self.ensembles else ["default"]
@@ -30,21 +34,21 @@ class MethodSpec:
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in [
-        MethodSpec("equitabpfn", "EquiTabPFN", "equitabpfn", "EquiTabPFNMethod", ensembles=True),
-        MethodSpec("tabpfn-star", "TabPFN* (ECOC >10)", "tabpfn_star", "TabPFNStarMethod", ensembles=True),
-        MethodSpec("tabpfn-v1", "TabPFNv1 (ECOC >10)", "tabpfn_external", "TabPFNv1Method", ensembles=True),
-        MethodSpec("tabpfn-v2", "TabPFNv2 (ECOC >10)", "tabpfn_external", "TabPFNv2Method", ensembles=True),
-        MethodSpec("xgboost", "XGBoost", "xgb", "XGBoostMethod"),
-        MethodSpec("random-forest", "RandomForest", "random_forest", "RandomForestMethod"),
-        MethodSpec("knn", "KNN", "knn", "KNNMethod"),
-        MethodSpec("decision-tree", "DecisionTree", "decision_tree", "DecisionTreeMethod"),
-        MethodSpec("linear-model", "LinearModel", "linear_model", "LinearModelMethod"),
-        MethodSpec("mlp", "MLP", "mlp", "MLPMethod"),
-        MethodSpec("rtdl-resnet", "rtdl-ResNet", "rtdl_resnet", "RtdlResNetMethod"),
-        MethodSpec("rtdl-mlp", "rtdl-MLP", "rtdl_mlp", "RtdlMLPMethod"),
-        MethodSpec("tabnet", "TabNet", "tabnet", "TabNetMethod"),
-        MethodSpec("stg", "STG", "stg", "STGMethod"),
-        MethodSpec("vime", "VIME", "vime", "VIMEMethod"),
+        MethodSpec("equitabpfn", "EquiTabPFN", "equitabpfn", "EquiTabPFNMethod", ensembles=True, cost=170),
+        MethodSpec("tabpfn-star", "TabPFN* (ECOC >10)", "tabpfn_star", "TabPFNStarMethod", ensembles=True, cost=50),
+        MethodSpec("tabpfn-v1", "TabPFNv1 (ECOC >10)", "tabpfn_external", "TabPFNv1Method", ensembles=True, cost=50),
+        MethodSpec("tabpfn-v2", "TabPFNv2 (ECOC >10)", "tabpfn_external", "TabPFNv2Method", ensembles=True, cost=50),
+        MethodSpec("xgboost", "XGBoost", "xgb", "XGBoostMethod", cost=100),
+        MethodSpec("random-forest", "RandomForest", "random_forest", "RandomForestMethod", cost=70),
+        MethodSpec("knn", "KNN", "knn", "KNNMethod", cost=2),
+        MethodSpec("decision-tree", "DecisionTree", "decision_tree", "DecisionTreeMethod", cost=3),
+        MethodSpec("linear-model", "LinearModel", "linear_model", "LinearModelMethod", cost=10),
+        MethodSpec("mlp", "MLP", "mlp", "MLPMethod", cost=480),
+        MethodSpec("rtdl-resnet", "rtdl-ResNet", "rtdl_resnet", "RtdlResNetMethod", cost=770),
+        MethodSpec("rtdl-mlp", "rtdl-MLP", "rtdl_mlp", "RtdlMLPMethod", cost=490),
+        MethodSpec("tabnet", "TabNet", "tabnet", "TabNetMethod", cost=5300),
+        MethodSpec("stg", "STG", "stg", "STGMethod", cost=330),
+        MethodSpec("vime", "VIME", "vime", "VIMEMethod", cost=2000),
     ]
 }
 

@@ -219,7 +219,8 @@ def evaluate(
     methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
     ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
-    jobs: Annotated[int, typer.Option(help="Cells run in parallel worker processes.")] = 1,
+    jobs: Annotated[int, typer.Option(help="Cells run in parallel worker processes on this machine.")] = 1,
+    scheduler: Annotated[Optional[str], typer.Option(envvar="EQUIBENCH_SCHEDULER", help="Run the cells on a Dask cluster: its scheduler address (tcp://host:8786), a scheduler file (.json), or local:N for N worker processes here. See docs/DISTRIBUTED.md.")] = None,
     openml_cache: Annotated[Optional[Path], typer.Option(help="OpenML cache in openml's layout (copied, never modified); default $OPENML_CACHE_DIR.")] = None,
     tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS. Without, their cells are skipped.")] = None,
     equitabpfn_checkpoint: Annotated[str, typer.Option(help="EquiTabPFN checkpoint file, or `default` (the packaged one).")] = "default",
@@ -231,12 +232,11 @@ def evaluate(
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Evaluate methods on every task and fold of a suite; rerun the same command to resume."""
-    from .evaluate import EvaluateConfig, evaluate as run_evaluation, local_executor
+    from .backends import LocalBackend, check_backend_options, make_backend
+    from .evaluate import EvaluateConfig, evaluate as run_evaluation
     from .openml_data import TaskUnavailableError
 
     try:
-        if jobs < 1:
-            raise ValueError(f"--jobs must be at least 1, got {jobs}")
         config = EvaluateConfig(
             suite=suite, methods=_method_list(methods), folds=None if folds is None else _int_list(folds, "--folds"),
             ensembles=_int_list(ensembles, "--ensembles"), seed=seed,
@@ -245,10 +245,10 @@ def evaluate(
             equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
         )
         out = out or Path("results") / Path(suite).stem
-        executor = local_executor(jobs)
-        with executor:
+        check_backend_options(jobs, scheduler)
+        with LocalBackend() if dry_run else make_backend(jobs, scheduler) as backend:
             summary = run_evaluation(
-                config, out, executor=executor, dry_run=dry_run, progress=progress, console=errors,
+                config, out, backend=backend, dry_run=dry_run, progress=progress, console=errors,
                 rerun_changed=rerun_changed,
             )
     except (ValueError, FileNotFoundError, CheckpointError, TaskUnavailableError) as error:

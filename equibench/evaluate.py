@@ -1,59 +1,39 @@
 """`equibench evaluate`: every method on every task and fold of a suite, resumable.
 
-A *cell* is (task, fold, method, variant). Workers run cells and return a row and the test
-probabilities; only the calling process writes the results store (see results_store). Cells
-run through any ``concurrent.futures.Executor``: in this process (``jobs=1``) or a pool of
-worker processes (``jobs>1``).
+A *cell* is (task, fold, method, variant) (see cells). Workers run cells and return a row and
+the test probabilities; only this process writes the results store (see results_store). Cells
+run through a backend (see backends): this process, local worker processes or a Dask cluster.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as futures
 import dataclasses
-import functools
 import hashlib
 import json
-import multiprocessing
 import os
 import platform
 import shlex
 import subprocess
 import sys
-import time
-import traceback
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .baselines.base import MethodUnavailableError
+from .backends import CellBackend, LocalBackend
 from .baselines.registry import METHODS, method_spec
+from .cells import Cell, CellContext, CellOutcome, failed_row
 from .machine import cpu_name
-from .metrics import cell_metrics
 from .model import default_checkpoint, read_card
 from .results_store import ResultsStore, atomic_write_text
 from .suites import Suite, load_suite, load_task
-from .tabzilla import TabZillaPreprocessor
 
 MANIFEST = "manifest.json"
-
-
-@dataclass(frozen=True)
-class Cell:
-    suite: str
-    task_id: str
-    fold: int
-    method: str
-    variant: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.suite}__{self.task_id}__fold{self.fold}__{self.method}__{self.variant}"
 
 
 @dataclass(frozen=True)
@@ -89,120 +69,6 @@ class EvaluateConfig:
 
     def resolved_tabpfn_weights(self) -> str | None:
         return self.tabpfn_weights or os.environ.get("EQUIBENCH_TABPFN_WEIGHTS") or None
-
-
-@dataclass(frozen=True)
-class CellContext:
-    """What a worker needs besides the cell: where tasks come from and the method settings."""
-
-    openml_cache: str | None  # the writable working cache
-    seed: int
-    method_settings: dict  # method name -> settings
-
-
-@dataclass
-class CellOutcome:
-    row: dict
-    proba: np.ndarray | None = None  # (n_test, K)
-    arrays: dict | None = None  # y_true and test row indices
-    traceback: str | None = None
-
-
-# ---------------------------------------------------------------------------------------
-# Worker side
-
-
-@functools.lru_cache(maxsize=4)
-def _task(task_id: str, openml_cache: str | None):
-    return load_task(task_id, openml_cache)
-
-
-@functools.lru_cache(maxsize=8)
-def _prepared_fold(task_id: str, openml_cache: str | None, fold: int, seed: int) -> dict:
-    """The fold's preprocessed arrays: TabZilla preprocessing fitted on its train part."""
-    task = _task(task_id, openml_cache)
-    labels = task.encoded_labels()
-    train, validation, test = task.split(fold)
-    preprocessor = TabZillaPreprocessor(task.categorical, seed=seed).fit(task.X.iloc[train], labels[train])
-    return {
-        "X_train": preprocessor.transform(task.X.iloc[train]), "y_train": labels[train],
-        "X_val": preprocessor.transform(task.X.iloc[validation]), "y_val": labels[validation],
-        "X_test": preprocessor.transform(task.X.iloc[test]), "y_test": labels[test], "test_rows": test,
-        "name": task.name, "n_classes": len(task.classes), "n_features": task.X.shape[1],
-    }
-
-
-def run_cell(cell: Cell, context: CellContext) -> CellOutcome:
-    """Fit and evaluate one cell; never raises: failures come back as a failed row."""
-    row = {
-        "suite": cell.suite, "task_id": cell.task_id, "dataset": "", "fold": cell.fold, "method": cell.method,
-        "variant": cell.variant, "status": "ok", "reason": "", "seed": context.seed,
-    }
-    try:
-        data = _prepared_fold(cell.task_id, context.openml_cache, cell.fold, context.seed)
-        row.update(
-            dataset=data["name"], n_train=len(data["y_train"]), n_val=len(data["y_val"]), n_test=len(data["y_test"]),
-            n_features=data["n_features"], n_features_used=data["X_train"].shape[1], n_classes=data["n_classes"],
-        )
-        _seed_everything(context.seed)
-        method = method_spec(cell.method).create(
-            cell.variant, data["n_classes"], context.seed, **context.method_settings.get(cell.method, {})
-        )
-        started = time.perf_counter()
-        method.fit(data["X_train"], data["y_train"], data["X_val"], data["y_val"])
-        row["time_fit_s"] = time.perf_counter() - started
-        started = time.perf_counter()
-        proba = method.predict_proba(data["X_test"])  # (n_test, K)
-        row["time_predict_s"] = time.perf_counter() - started
-        if not np.isfinite(proba).all():
-            raise FloatingPointError(f"{cell.method} predicted non-finite probabilities")
-        row.update(cell_metrics(data["y_test"], proba))
-        return CellOutcome(row, proba.astype(np.float32), {"y_true": data["y_test"], "test_rows": data["test_rows"]})
-    except MethodUnavailableError as error:
-        return CellOutcome({**row, "status": "skipped", "reason": str(error)})
-    except Exception as error:  # a failing cell is recorded, the run goes on
-        reason = f"{type(error).__name__}: {error}".splitlines()[0][:500]
-        return CellOutcome({**row, "status": "failed", "reason": reason}, traceback=traceback.format_exc())
-
-
-def _seed_everything(seed: int) -> None:
-    import torch
-
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _init_worker(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
-class SerialExecutor(futures.Executor):
-    """Runs each submitted call at once in this process (``jobs=1``)."""
-
-    def submit(self, fn, /, *args, **kwargs):
-        future = futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as error:  # noqa: BLE001 - handed to the caller through the future
-            future.set_exception(error)
-        return future
-
-
-def local_executor(jobs: int) -> futures.Executor:
-    """This process for one job, else a pool of ``jobs`` spawned worker processes sharing
-    the CPU cores between them."""
-    if jobs == 1:
-        return SerialExecutor()
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    return futures.ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(threads,)
-    )
-
-
-# ---------------------------------------------------------------------------------------
-# Client side
 
 
 def _file_digest(path: Path) -> str:
@@ -268,6 +134,8 @@ def _git_sha() -> str | None:
 @dataclass
 class TaskInfo:
     n_folds: int
+    n_rows: int = 0
+    n_classes: int = 0
     error: str | None = None  # why the task could not be loaded
 
 
@@ -282,7 +150,7 @@ def _task_infos(suite: Suite, openml_cache: str | None) -> dict[str, TaskInfo]:
         except TaskUnavailableError as error:
             infos[task_id] = TaskInfo(n_folds=0, error=str(error))
             continue
-        infos[task_id] = TaskInfo(n_folds=task.n_folds)
+        infos[task_id] = TaskInfo(n_folds=task.n_folds, n_rows=len(task.y), n_classes=len(task.classes))
     return infos
 
 
@@ -299,6 +167,17 @@ def plan_cells(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskInfo])
                 for variant in METHODS[name].variants(list(config.ensembles)):
                     cells.append(Cell(suite.name, task_id, fold, name, variant))
     return cells
+
+
+def estimated_cost(cell: Cell, info: TaskInfo, max_train_rows: int) -> float:
+    """Relative run time of a cell: n_train x n_classes x the method's measured cost per unit."""
+    spec = METHODS[cell.method]
+    n_train = info.n_rows * max(1, info.n_folds - 2) / max(1, info.n_folds)
+    members = 1
+    if spec.ensembles:
+        n_train = min(n_train, max_train_rows)
+        members = int(cell.variant.removeprefix("n"))
+    return spec.cost * n_train * max(1, info.n_classes) * members
 
 
 @dataclass
@@ -345,14 +224,16 @@ def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_c
 def evaluate(
     config: EvaluateConfig,
     out_dir: str | os.PathLike,
-    executor: futures.Executor | None = None,
+    backend: CellBackend | None = None,
     dry_run: bool = False,
     progress: bool = True,
     console: Console | None = None,
     rerun_changed: bool = False,
 ) -> EvaluateSummary:
     """Run the pending cells of ``config`` into ``out_dir`` (finished ones are kept; with
-    ``rerun_changed``, those of methods whose settings changed are replaced)."""
+    ``rerun_changed``, those of methods whose settings changed are replaced). Cells run on
+    ``backend`` (default: one at a time in this process); with several workers, the longest
+    (by :func:`estimated_cost`) go first so the tail of the run is short."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
@@ -373,64 +254,59 @@ def evaluate(
         if error is None:
             runnable.append(cell)
             continue
-        store.write(cell.key, _unavailable_row(cell, config.seed, error))
+        store.write(cell.key, failed_row(cell, config.seed, error))
         summary.counts["failed"] += 1
     store.write_table()
-    executor = executor or SerialExecutor()
+    backend = backend or LocalBackend()
+    if backend.workers() > 1:
+        runnable.sort(key=lambda cell: -estimated_cost(cell, infos[cell.task_id], config.max_train_rows))
     columns = [
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("ok {task.fields[ok]}  skipped {task.fields[skipped]}  [red]failed {task.fields[failed]}"),
+        TextColumn("ok {task.fields[ok]}  skipped {task.fields[skipped]}  [red]failed {task.fields[failed]}[/red]"
+                   "  workers {task.fields[workers]}"),
         TimeElapsedColumn(), TimeRemainingColumn(),
     ]
     with Progress(*columns, console=console, disable=not progress) as bar:
-        task = bar.add_task(f"evaluate {suite.name}", total=len(runnable), ok=0, skipped=0, failed=0)
-        for cell, outcome in _run(runnable, context, executor):
+        task = bar.add_task(f"evaluate {suite.name}", total=len(runnable), ok=0, skipped=0, failed=0,
+                            workers=backend.workers())
+        for cell, outcome in _run(runnable, context, backend):
             store.write(cell.key, outcome.row, outcome.proba, outcome.arrays, outcome.traceback)
             summary.counts[outcome.row["status"]] += 1
-            bar.update(task, advance=1, **{s: summary.counts[s] for s in ("ok", "skipped", "failed")})
+            bar.update(task, advance=1, workers=backend.workers(),
+                       **{s: summary.counts[s] for s in ("ok", "skipped", "failed")})
             store.write_table_if_due()
     store.write_table()
     _finish_manifest(out_dir, invocation, summary.counts)
     return summary
 
 
-def _run(cells: list[Cell], context: CellContext, executor: futures.Executor):
-    """Yield (cell, outcome) as cells finish, keeping a bounded number in flight. A worker
-    process that dies (killed, out of memory) fails its in-flight cells; the run goes on."""
+def _run(cells: list[Cell], context: CellContext, backend: CellBackend):
+    """Yield (cell, outcome) as cells finish, submitting them in order and keeping
+    ``backend.capacity()`` in flight. A cell whose worker died is resubmitted or becomes a failed
+    row, as the backend says; the run goes on."""
+    backend.begin(cells)
     queue = list(reversed(cells))
     in_flight: dict[futures.Future, Cell] = {}
-    window = 2 * max(1, getattr(executor, "_max_workers", 1))
     while queue or in_flight:
-        while queue and len(in_flight) < window:
+        while queue and len(in_flight) < backend.capacity():
             cell = queue.pop()
-            in_flight[executor.submit(run_cell, cell, context)] = cell
+            in_flight[backend.submit(cell, context)] = cell
         done, _ = futures.wait(in_flight, return_when=futures.FIRST_COMPLETED)
-        broken = False
+        lost = False
         for future, cell in [(future, in_flight.pop(future)) for future in done]:
             try:
                 outcome = future.result()
-            except futures.process.BrokenProcessPool:
-                broken = True
-                outcome = CellOutcome({**_unavailable_row(cell, context.seed, ""), "reason": (
-                    "the worker process died while running this cell (killed or out of memory); rerun to retry")})
+            except Exception as error:  # noqa: BLE001 - run_cell never raises: the worker was lost
+                reason = backend.on_lost(cell, error)
+                if reason is None:
+                    queue.append(cell)
+                    continue
+                outcome = CellOutcome(failed_row(cell, context.seed, reason))
+                lost = True
             yield cell, outcome
-        if broken:
-            executor = _replace_broken_pool(executor, in_flight, queue)
-
-
-def _replace_broken_pool(executor, in_flight: dict, queue: list):
-    """Requeue the other in-flight cells on a fresh pool of the same size."""
-    queue.extend(reversed(list(in_flight.values())))
-    in_flight.clear()
-    executor.shutdown(wait=False, cancel_futures=True)
-    return local_executor(executor._max_workers)
-
-
-def _unavailable_row(cell: Cell, seed: int, reason: str) -> dict:
-    return {
-        "suite": cell.suite, "task_id": cell.task_id, "dataset": "", "fold": cell.fold, "method": cell.method,
-        "variant": cell.variant, "status": "failed", "reason": reason, "seed": seed,
-    }
+        if lost and backend.recover():  # the other in-flight cells were lost with it: submit them again
+            queue.extend(reversed(list(in_flight.values())))
+            in_flight.clear()
 
 
 def _start_manifest(out_dir: Path, config: EvaluateConfig, fingerprint: dict, n_cells: int, n_pending: int) -> int:

@@ -14,7 +14,7 @@ from sklearn import datasets
 from sklearn.model_selection import StratifiedKFold
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: workers cache folds per task object
 class Task:
     task_id: str  # OpenML task id ("5") or "demo-<name>"
     name: str

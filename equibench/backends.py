@@ -1,0 +1,270 @@
+"""Where `equibench evaluate` runs its cells: this process, local worker processes, or a Dask cluster.
+
+evaluate has one loop (``evaluate._run``); a backend gives it:
+
+- ``submit(cell, context)`` -> a ``concurrent.futures.Future`` of the cell's ``CellOutcome``;
+- ``capacity()`` -> how many cells to keep in flight, ``workers()`` -> for the progress bar;
+- ``on_lost(cell, error)`` when a cell's future failed because its worker died -> the reason
+  to record as a failed row, or None to submit the cell again (any other error propagates
+  and stops the run, which resumes later);
+- ``recover()`` after a failed row of that kind -> whether the other in-flight cells were
+  lost too and must be submitted again.
+
+Cells never raise (``run_cell`` turns errors into failed rows), so a failed future always
+means lost infrastructure.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import multiprocessing
+import os
+from abc import ABC, abstractmethod
+from collections import Counter
+from pathlib import Path
+
+from .cells import Cell, CellContext, cached_task, run_cell
+
+
+class CellBackend(ABC):
+    @abstractmethod
+    def submit(self, cell: Cell, context: CellContext) -> futures.Future: ...
+
+    @abstractmethod
+    def capacity(self) -> int: ...
+
+    @abstractmethod
+    def workers(self) -> int: ...
+
+    def begin(self, cells: list[Cell]) -> None:
+        """Called once with the run's cells, in the order they will be submitted."""
+
+    def on_lost(self, cell: Cell, error: BaseException) -> str | None:
+        raise error
+
+    def recover(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        """Release the workers this backend started."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+class SerialExecutor(futures.Executor):
+    """Runs each submitted call at once in this process."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller through the future
+            future.set_exception(error)
+        return future
+
+
+def limit_threads(threads: int) -> None:
+    """Make this worker process run torch and BLAS/OpenMP (numpy, scipy, scikit-learn) on
+    ``threads`` threads: workers sharing a machine do not oversubscribe it, and the same
+    threads per cell give the same numbers on every backend."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(threads)
+    threadpool_limits(threads)
+
+
+def available_cores() -> int:
+    """CPU cores this process may use (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class LocalBackend(CellBackend):
+    """This process for one job, else a pool of ``jobs`` spawned worker processes sharing the
+    CPU cores; a worker that dies fails its in-flight cells and the pool is rebuilt."""
+
+    def __init__(self, jobs: int = 1):
+        check_backend_options(jobs, None)
+        self.jobs = jobs
+        self.executor = self._new_executor()
+
+    def _new_executor(self) -> futures.Executor:
+        if self.jobs == 1:
+            return SerialExecutor()
+        threads = max(1, available_cores() // self.jobs)
+        return futures.ProcessPoolExecutor(
+            self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=limit_threads, initargs=(threads,)
+        )
+
+    def submit(self, cell: Cell, context: CellContext) -> futures.Future:
+        return self.executor.submit(run_cell, cell, context)
+
+    def capacity(self) -> int:
+        return 2 * self.jobs
+
+    def workers(self) -> int:
+        return self.jobs
+
+    def on_lost(self, cell: Cell, error: BaseException) -> str | None:
+        if not isinstance(error, futures.process.BrokenProcessPool):
+            raise error
+        return "the worker process died while running this cell (killed or out of memory); rerun to retry"
+
+    def recover(self) -> bool:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.executor = self._new_executor()
+        return True
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _thread_limit_plugin(threads: int):
+    """A Dask worker plugin applying :func:`limit_threads` (again after a worker restarts)."""
+    from distributed import WorkerPlugin
+
+    class ThreadLimit(WorkerPlugin):
+        def setup(self, worker) -> None:
+            limit_threads(threads)
+
+    return ThreadLimit()
+
+
+def _equibench_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+MAX_RESUBMISSIONS = 3
+
+
+class DaskBackend(CellBackend):
+    """Cells as tasks of a Dask cluster (``dask.distributed``).
+
+    Workers of a remote cluster keep their own thread settings (Dask's default: one BLAS and
+    torch thread per task slot); ``local:N`` workers share this machine's cores like ``--jobs N``.
+    The client loads each task once and scatters it to the cluster; workers pass it to each
+    other, so they need neither OpenML nor a shared cache. A worker that dies mid-cell has its
+    cell rescheduled by Dask on another worker (and cells whose scattered task died with it are
+    resubmitted with the task shipped again); a cell that kills
+    ``distributed.scheduler.allowed-failures`` + 1 workers ends as a failed row.
+    """
+
+    def __init__(self, client, cluster=None, threads_per_worker: int | None = None):
+        self.client = client
+        self.cluster = cluster  # closed with the backend when this backend started it
+        self.executor = client.get_executor(pure=False)
+        self._scattered: dict[str, object] = {}  # task id -> Future of the scattered Task
+        self._cells_left: Counter = Counter()  # task id -> cells not yet submitted
+        self._resubmitted: Counter = Counter()  # cell -> times submitted again after losing its data
+        try:
+            if threads_per_worker is not None:
+                self.client.register_plugin(_thread_limit_plugin(threads_per_worker), name="equibench-thread-limit")
+            self._check_worker_versions()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def connect(cls, scheduler: str, timeout_s: float = 30.0) -> DaskBackend:
+        """``local:N`` (a LocalCluster of N single-threaded worker processes here), a scheduler
+        address such as ``tcp://host:8786``, or a scheduler file (``dask scheduler --scheduler-file``)."""
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ValueError('--scheduler needs dask.distributed: pip install "equibench[distributed]"') from None
+        if scheduler.startswith("local:"):
+            count = scheduler.removeprefix("local:")
+            if not count.isdigit() or int(count) < 1:
+                raise ValueError(f"--scheduler local:N takes a positive number of workers, got {scheduler!r}")
+            workers = int(count)
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            return cls(Client(cluster), cluster, threads_per_worker=max(1, available_cores() // workers))
+        try:
+            if scheduler.endswith(".json"):
+                if not Path(scheduler).is_file():
+                    raise ValueError(f"scheduler file {scheduler!r} does not exist (written by `dask scheduler --scheduler-file`)")
+                client = Client(scheduler_file=scheduler, timeout=timeout_s)
+            else:
+                client = Client(scheduler, timeout=timeout_s)
+        except (OSError, TimeoutError) as error:
+            raise ValueError(
+                f"could not reach a Dask scheduler at {scheduler!r} within {timeout_s:.0f} s ({error}); start one with "
+                "`dask scheduler` and workers with `dask worker ADDRESS`, or use --scheduler local:N"
+            ) from None
+        return cls(client)
+
+    def _check_worker_versions(self) -> None:
+        ours = _equibench_version()
+        theirs = self.client.run(_equibench_version)  # worker address -> version
+        wrong = {address: version for address, version in theirs.items() if version != ours}
+        if wrong:
+            raise ValueError(
+                f"Dask workers run other equibench versions than this client ({ours}): {wrong}; install the same "
+                "version on every worker"
+            )
+
+    def begin(self, cells: list[Cell]) -> None:
+        self._cells_left = Counter(cell.task_id for cell in cells)
+
+    def submit(self, cell: Cell, context: CellContext) -> futures.Future:
+        task = self._scattered.get(cell.task_id)
+        if task is None:
+            task = self.client.scatter(cached_task(cell.task_id, context.openml_cache))
+            self._scattered[cell.task_id] = task
+        self._cells_left[cell.task_id] -= 1
+        if self._cells_left[cell.task_id] <= 0:  # its in-flight cells keep the data alive until they finish
+            del self._scattered[cell.task_id]
+        return self.executor.submit(run_cell, cell, context, task)
+
+    def capacity(self) -> int:
+        return 2 * max(1, self._threads())
+
+    def workers(self) -> int:
+        return len(self.client.scheduler_info()["workers"])
+
+    def _threads(self) -> int:
+        return sum(worker["nthreads"] for worker in self.client.scheduler_info()["workers"].values())
+
+    def on_lost(self, cell: Cell, error: BaseException) -> str | None:
+        from distributed import KilledWorker
+
+        if isinstance(error, KilledWorker):
+            return (
+                f"this cell's worker died {error.allowed_failures + 1} times (killed, out of memory or crashed); Dask "
+                f"gave up after distributed.scheduler.allowed-failures={error.allowed_failures}; rerun to retry"
+            )
+        if isinstance(error, futures.CancelledError) and self.client.status == "running":
+            # the only copy of the cell's task died with a worker: ship it again and resubmit
+            self._scattered.pop(cell.task_id, None)
+            self._resubmitted[cell] += 1
+            if self._resubmitted[cell] > MAX_RESUBMISSIONS:
+                return f"this cell's data was lost with a dying worker {MAX_RESUBMISSIONS + 1} times; rerun to retry"
+            self._cells_left[cell.task_id] += 1
+            return None
+        raise error
+
+    def close(self) -> None:
+        self._scattered.clear()
+        self.executor.shutdown(wait=False)
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def check_backend_options(jobs: int, scheduler: str | None) -> None:
+    if jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {jobs}")
+    if scheduler and jobs != 1:
+        raise ValueError("--jobs and --scheduler exclude each other: on a Dask cluster its workers set the parallelism")
+
+
+def make_backend(jobs: int = 1, scheduler: str | None = None) -> CellBackend:
+    """The backend for ``--jobs`` or ``--scheduler``."""
+    check_backend_options(jobs, scheduler)
+    return DaskBackend.connect(scheduler) if scheduler else LocalBackend(jobs)

@@ -1,0 +1,119 @@
+"""One cell of an evaluation: (task, fold, method, variant), and how a worker runs it.
+
+This is the worker side of `equibench evaluate`: it only computes. A cell's row and test
+probabilities go back to the calling process, which alone writes the results store.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+from .baselines.base import MethodUnavailableError
+from .baselines.registry import method_spec
+from .metrics import cell_metrics
+from .suites import load_task
+from .tabzilla import TabZillaPreprocessor
+from .tasks import Task
+
+
+@dataclass(frozen=True)
+class Cell:
+    suite: str
+    task_id: str
+    fold: int
+    method: str
+    variant: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.suite}__{self.task_id}__fold{self.fold}__{self.method}__{self.variant}"
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """What a worker needs besides the cell: where tasks come from and the method settings."""
+
+    openml_cache: str | None  # the writable working cache
+    seed: int
+    method_settings: dict  # method name -> settings
+
+
+@dataclass
+class CellOutcome:
+    row: dict
+    proba: np.ndarray | None = None  # (n_test, K)
+    arrays: dict | None = None  # y_true and test row indices
+    traceback: str | None = None
+
+
+def failed_row(cell: Cell, seed: int, reason: str) -> dict:
+    """The row of a cell that produced no result, with why."""
+    return {
+        "suite": cell.suite, "task_id": cell.task_id, "dataset": "", "fold": cell.fold, "method": cell.method,
+        "variant": cell.variant, "status": "failed", "reason": reason, "seed": seed,
+    }
+
+
+@functools.lru_cache(maxsize=4)
+def cached_task(task_id: str, openml_cache: str | None) -> Task:
+    return load_task(task_id, openml_cache)
+
+
+@functools.lru_cache(maxsize=8)
+def _prepared_fold(task: Task, fold: int, seed: int) -> dict:
+    """The fold's preprocessed arrays: TabZilla preprocessing fitted on its train part."""
+    labels = task.encoded_labels()
+    train, validation, test = task.split(fold)
+    preprocessor = TabZillaPreprocessor(task.categorical, seed=seed).fit(task.X.iloc[train], labels[train])
+    return {
+        "X_train": preprocessor.transform(task.X.iloc[train]), "y_train": labels[train],
+        "X_val": preprocessor.transform(task.X.iloc[validation]), "y_val": labels[validation],
+        "X_test": preprocessor.transform(task.X.iloc[test]), "y_test": labels[test], "test_rows": test,
+        "name": task.name, "n_classes": len(task.classes), "n_features": task.X.shape[1],
+    }
+
+
+def run_cell(cell: Cell, context: CellContext, task: Task | None = None) -> CellOutcome:
+    """Fit and evaluate one cell; never raises: failures come back as a failed row.
+
+    ``task`` is the cell's task when the caller ships it (a Dask cluster); otherwise the
+    worker loads it from ``context.openml_cache``."""
+    row = {**failed_row(cell, context.seed, ""), "status": "ok"}
+    try:
+        task = task if task is not None else cached_task(cell.task_id, context.openml_cache)
+        data = _prepared_fold(task, cell.fold, context.seed)
+        row.update(
+            dataset=data["name"], n_train=len(data["y_train"]), n_val=len(data["y_val"]), n_test=len(data["y_test"]),
+            n_features=data["n_features"], n_features_used=data["X_train"].shape[1], n_classes=data["n_classes"],
+        )
+        _seed_everything(context.seed)
+        method = method_spec(cell.method).create(
+            cell.variant, data["n_classes"], context.seed, **context.method_settings.get(cell.method, {})
+        )
+        started = time.perf_counter()
+        method.fit(data["X_train"], data["y_train"], data["X_val"], data["y_val"])
+        row["time_fit_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        proba = method.predict_proba(data["X_test"])  # (n_test, K)
+        row["time_predict_s"] = time.perf_counter() - started
+        if not np.isfinite(proba).all():
+            raise FloatingPointError(f"{cell.method} predicted non-finite probabilities")
+        row.update(cell_metrics(data["y_test"], proba))
+        return CellOutcome(row, proba.astype(np.float32), {"y_true": data["y_test"], "test_rows": data["test_rows"]})
+    except MethodUnavailableError as error:
+        return CellOutcome({**row, "status": "skipped", "reason": str(error)})
+    except Exception as error:  # a failing cell is recorded, the run goes on
+        reason = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        return CellOutcome({**row, "status": "failed", "reason": reason}, traceback=traceback.format_exc())
+
+
+def _seed_everything(seed: int) -> None:
+    import torch
+
+    np.random.seed(seed)
+    torch.manual_seed(seed)
