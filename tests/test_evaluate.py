@@ -3,6 +3,7 @@ failure handling and resume after SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,13 +16,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from sklearn.metrics import accuracy_score, f1_score, log_loss, roc_auc_score
+from threadpoolctl import threadpool_limits
 from typer.testing import CliRunner
 
 from equibench.baselines import knn as knn_module
 from equibench.baselines.knn import KNNMethod
 from equibench.cli import app
-from equibench.backends import LocalBackend
+from equibench.backends import LocalBackend, available_cores
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.metrics import cell_metrics
 from equibench.model import default_checkpoint
@@ -161,15 +164,15 @@ def test_evaluate_writes_the_table_probabilities_and_manifest(tmp_path):
 
 
 def test_same_seed_same_numbers_and_parallel_jobs_agree(tmp_path):
-    serial = evaluate(_tiny(), tmp_path / "a", progress=False)
+    # thread counts move lbfgs iterates by rounding, so the serial run gets the workers' threads
+    with _threads(max(1, available_cores() // 2)):
+        serial = evaluate(_tiny(), tmp_path / "a", progress=False)
     with LocalBackend(2) as backend:
         evaluate(_tiny(), tmp_path / "b", backend=backend, progress=False)
     columns = ["task_id", "method", "accuracy", "auc", "f1", "log_loss"]
     a = pd.read_csv(tmp_path / "a" / "results.csv")[columns]
     b = pd.read_csv(tmp_path / "b" / "results.csv")[columns]
-    # each worker runs BLAS on cores/jobs threads, which moves lbfgs iterates by rounding
-    # (AUC by ~5e-5); the same threads per cell give exactly the same numbers (test_distributed)
-    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-3)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert len(serial.cells) == 12
 
 
@@ -251,6 +254,18 @@ def test_cli_dry_run_lists_cells(tmp_path):
     assert "36 cells, 36 to run" in result.output and not (tmp_path / "results.csv").exists()
 
 
+@contextlib.contextmanager
+def _threads(count: int):
+    """This process on ``count`` torch and BLAS threads (as a subprocess with OMP_NUM_THREADS=count)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        with threadpool_limits(count):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
     command = [
         sys.executable, "-m", "equibench.cli", "evaluate", "--suite", "demo", "--methods", "knn,linear-model,equitabpfn",
@@ -282,8 +297,10 @@ def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
     assert not list((tmp_path / "run").glob("**/.*.tmp"))
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert len(manifest["invocations"]) == 2 and manifest["invocations"][1]["pending"] == 54 - done_before
-    # the resumed table equals an uninterrupted run
-    evaluate(_tiny(methods=("knn", "linear-model", "equitabpfn"), folds=(0, 1, 2)), tmp_path / "clean", progress=False)
+    # the resumed table equals an uninterrupted run on the same threads (OMP_NUM_THREADS=1 above)
+    with _threads(1):
+        evaluate(_tiny(methods=("knn", "linear-model", "equitabpfn"), folds=(0, 1, 2)), tmp_path / "clean",
+                 progress=False)
     clean = pd.read_csv(tmp_path / "clean" / "results.csv")
     columns = ["task_id", "fold", "method", "accuracy", "auc", "f1", "log_loss"]
     pd.testing.assert_frame_equal(table[columns].reset_index(drop=True), clean[columns].reset_index(drop=True))

@@ -1,0 +1,135 @@
+"""The cost of running `equibench evaluate` on a Dask cluster instead of local worker processes.
+
+Measured in one run, on one machine:
+
+1. Wall time of a suite slice with ``--jobs N`` (a local process pool) and with
+   ``--scheduler local:N`` (a Dask LocalCluster of N workers, started beforehand and timed
+   separately): the overhead ratio (target <= 1.1x).
+2. Scheduler overhead per cell: the round trip of a cell that does nothing, through each backend.
+3. Data shipping: per task, the client's load from the OpenML cache and the scatter of the
+   task to the cluster (what each cell saves by not reading the cache on a worker).
+
+    python benchmarks/distributed.py [--workers 2] [--folds 0-1] [--methods ...] [--openml-cache DIR] [--record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from equibench.backends import DaskBackend, LocalBackend
+from equibench.cells import Cell
+from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.machine import hardware_description
+from equibench.report_tables import markdown_table
+from equibench.suites import GT10, load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = "knn,linear-model,decision-tree,random-forest,xgboost,equitabpfn,tabpfn-star"
+
+
+def _folds(text: str) -> tuple[int, ...]:
+    low, _, high = text.partition("-")
+    return tuple(range(int(low), int(high or low) + 1))
+
+
+def _nothing(cell, context, task=None):
+    return None
+
+
+def timed_slice(config: EvaluateConfig, backend, out: Path) -> tuple[float, int]:
+    started = time.perf_counter()
+    summary = evaluate(config, out, backend=backend, progress=False)
+    return time.perf_counter() - started, len(summary.cells)
+
+
+def round_trip_s(backend, n: int = 200) -> float:
+    """Median seconds from submit to result of a cell that does nothing."""
+    cell = Cell("bench", "demo-iris", 0, "knn", "default")
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        backend.executor.submit(_nothing, cell, None).result()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def data_shipping(backend: DaskBackend, task_ids: list[str], cache: str | None) -> pd.DataFrame:
+    rows = []
+    for task_id in task_ids:
+        started = time.perf_counter()
+        task = load_task(task_id, cache)
+        loaded = time.perf_counter() - started
+        started = time.perf_counter()
+        future = backend.client.scatter(task)
+        future.result()
+        rows.append({"task": task_id, "rows": len(task.y), "features": task.X.shape[1],
+                     "cache_load_s": round(loaded, 3), "scatter_s": round(time.perf_counter() - started, 3)})
+        del future
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--folds", default="0-1", help="folds of the demo suite slice")
+    parser.add_argument("--methods", default=METHODS)
+    parser.add_argument("--openml-cache", help="also measure loading and scattering the cached gt10 tasks")
+    parser.add_argument("--record", action="store_true", help="append the results to docs/BENCHMARKS.md")
+    args = parser.parse_args()
+    config = EvaluateConfig("demo", methods=tuple(args.methods.split(",")), folds=_folds(args.folds))
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        with LocalBackend(args.workers) as local:
+            local_wall, n_cells = timed_slice(config, local, work / "local")
+            local_trip = round_trip_s(local)
+        started = time.perf_counter()
+        with DaskBackend.connect(f"local:{args.workers}") as dask:
+            startup = time.perf_counter() - started
+            dask_wall, _ = timed_slice(config, dask, work / "dask")
+            dask_trip = round_trip_s(dask)
+            task_ids = [f"demo-{name}" for name in ("digits", "synthetic-30")]
+            shipping = data_shipping(dask, task_ids, None)
+            if args.openml_cache:
+                from equibench.openml_data import working_cache
+
+                cache = str(working_cache(args.openml_cache, work / "openml-cache"))
+                shipping = pd.concat([shipping, data_shipping(dask, [str(t) for t in GT10], cache)])
+        same = pd.read_csv(work / "local" / "results.csv").drop(columns=["time_fit_s", "time_predict_s"]).equals(
+            pd.read_csv(work / "dask" / "results.csv").drop(columns=["time_fit_s", "time_predict_s"]))
+    timing = pd.DataFrame([
+        {"backend": f"--jobs {args.workers}", "startup_s": 0.0, "wall_s": local_wall, "ratio": 1.0,
+         "round_trip_ms": local_trip * 1e3},
+        {"backend": f"--scheduler local:{args.workers}", "startup_s": startup, "wall_s": dask_wall,
+         "ratio": dask_wall / local_wall, "round_trip_ms": dask_trip * 1e3},
+    ])
+    per_cell_ms = (dask_wall - local_wall) / n_cells * 1e3
+    machine = hardware_description(torch.device("cpu"))
+    text = (
+        f"\n## Distributed evaluation (`benchmarks/distributed.py`), {datetime.date.today().isoformat()}\n\n"
+        f"Machine: {machine}, {os.cpu_count()} cores. Command: `python benchmarks/distributed.py --workers "
+        f"{args.workers} --folds {args.folds}{' --openml-cache ...' if args.openml_cache else ''}`. Slice: demo suite, "
+        f"folds {args.folds}, {n_cells} cells ({args.methods}). Wall time excludes the cluster start-up "
+        "(startup_s); round trip = submit-to-result of a cell that does nothing (median of 200).\n\n"
+        + markdown_table(timing.round(3).astype(str))
+        + f"\n\nOverhead ratio Dask / local pool: **{dask_wall / local_wall:.2f}x** (target <= 1.1x); "
+        f"{per_cell_ms:+.0f} ms per cell. Same rows and metrics on both backends: {'yes' if same else 'NO'}.\n\n"
+        "Data shipping, per task: the client's load from the cache, then one scatter to the cluster:\n\n"
+        + markdown_table(shipping.astype(str)) + "\n"
+    )
+    print(text)
+    if args.record:
+        with (ROOT / "docs" / "BENCHMARKS.md").open("a") as handle:
+            handle.write(text)
+
+
+if __name__ == "__main__":
+    main()
