@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .pretrain import LOG_FILE
+from .pretrain import CONFIG_FILE, LOG_FILE
 
 
 def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -24,9 +24,39 @@ def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     return steps.reset_index(drop=True), validations.reset_index(drop=True)
 
 
+def _parent_run(run_dir: Path) -> Path | None:
+    """The run whose weights ``run_dir`` started from (``pretrain --init-from``), if its log is here."""
+    config = run_dir / CONFIG_FILE
+    init_from = json.loads(config.read_text())["train"].get("init_from") if config.is_file() else None
+    if init_from is None:
+        return None
+    parent = Path(init_from).parent
+    return parent if (parent / LOG_FILE).is_file() else None
+
+
+def read_lineage(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
+    """Like :func:`read_log`, with the runs it continued (``--init-from``) first: steps count
+    from the first run's start. Also returns the steps where each continuation began (its
+    first validation is on its own prior, which may differ from the parent's)."""
+    chain = [Path(run_dir)]
+    while (parent := _parent_run(chain[0])) is not None and parent not in chain:
+        chain.insert(0, parent)
+    all_steps, all_validations, starts, offset = [], [], [], 0
+    for index, directory in enumerate(chain):
+        steps, validations = read_log(directory)
+        if index:
+            starts.append(offset)
+        all_steps.append(steps.assign(step=steps["step"] + offset))
+        all_validations.append(validations.assign(step=validations["step"] + offset))
+        offset += int(steps["step"].max()) if len(steps) else 0
+    return pd.concat(all_steps, ignore_index=True), pd.concat(all_validations, ignore_index=True), starts
+
+
 def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.PathLike, smoothing: int = 50) -> Path:
     """One figure: training loss (moving average over ``smoothing`` steps) and validation
-    prior loss vs step, and validation accuracies (prior and bundled datasets) vs step."""
+    prior loss vs step, and validation accuracies (prior and bundled datasets) vs step. A run
+    that continued another (``--init-from``) is drawn from the start of the first, with a
+    dotted line where it took over."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -35,8 +65,11 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
     colours = {label: f"C{index}" for index, label in enumerate(runs)}  # matplotlib's colour cycle
     bundled_styles = ["-", "--", ":", "-."]
     for label, run_dir in runs.items():
-        steps, validations = read_log(run_dir)
+        steps, validations, starts = read_lineage(run_dir)
         colour = colours[label]
+        for start in starts:
+            for axes in (loss_axes, prior_axes, bundled_axes):
+                axes.axvline(start, color=colour, linestyle=":", linewidth=1)
         smoothed = steps["loss"].rolling(smoothing, min_periods=1).mean()
         loss_axes.plot(steps["step"], smoothed, color=colour, label=f"{label} train (avg {smoothing} steps)")
         if "prior_loss" in validations:

@@ -18,6 +18,7 @@ from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.cli import app
 from equibench.model import build_model, load_checkpoint, size_config
 from equibench.pretrain import TrainConfig, lr_factor, pretrain
+from equibench.training_curves import read_lineage
 from equibench.prior import PriorConfig, sample_batch
 from equibench.validation import forward_batch, masked_test_loss
 
@@ -195,6 +196,10 @@ def test_init_from_continues_from_a_checkpoint(tmp_path):
     start = next(r for r in log if r["kind"] == "validation" and r["step"] == 0)
     end_of_first = next(r for r in first_log if r["kind"] == "validation" and r["step"] == 3)
     assert start["prior_loss"] == pytest.approx(end_of_first["prior_loss"], abs=1e-6)
+    # the training curves of the continued run start with the first run's
+    steps, validations, starts = read_lineage(tmp_path / "second")
+    assert list(steps["step"]) == [1, 2, 3, 4, 5, 6] and starts == [3]
+    assert list(validations["step"]) == [0, 3, 3, 6]
 
 
 def test_init_from_refuses_a_different_model(tmp_path):
