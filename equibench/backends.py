@@ -155,7 +155,8 @@ class DaskBackend(CellBackend):
     ``distributed.scheduler.allowed-failures`` + 1 workers ends as a failed row.
     """
 
-    def __init__(self, client, cluster=None, threads_per_worker: int | None = None):
+    def __init__(self, client, cluster=None, cell_threads: int | None = None):
+        """``cell_threads``: torch and BLAS threads of each worker process (None: leave the workers' own)."""
         self.client = client
         self.cluster = cluster  # closed with the backend when this backend started it
         self.executor = client.get_executor(pure=False)
@@ -163,8 +164,8 @@ class DaskBackend(CellBackend):
         self._cells_left: Counter = Counter()  # task id -> cells not yet submitted
         self._resubmitted: Counter = Counter()  # cell -> times submitted again after losing its data
         try:
-            if threads_per_worker is not None:
-                self.client.register_plugin(_thread_limit_plugin(threads_per_worker), name="equibench-thread-limit")
+            if cell_threads is not None:
+                self.client.register_plugin(_thread_limit_plugin(cell_threads), name="equibench-thread-limit")
             self._check_worker_versions()
         except BaseException:
             self.close()
@@ -176,15 +177,20 @@ class DaskBackend(CellBackend):
         address such as ``tcp://host:8786``, or a scheduler file (``dask scheduler --scheduler-file``)."""
         try:
             from distributed import Client, LocalCluster
-        except ImportError:
-            raise ValueError('--scheduler needs dask.distributed: pip install "equibench[distributed]"') from None
+        except ImportError as error:
+            raise ValueError(f'--scheduler needs dask.distributed ({error}): pip install "equibench[distributed]"') from None
         if scheduler.startswith("local:"):
             count = scheduler.removeprefix("local:")
             if not count.isdigit() or int(count) < 1:
                 raise ValueError(f"--scheduler local:N takes a positive number of workers, got {scheduler!r}")
             workers = int(count)
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-            return cls(Client(cluster), cluster, threads_per_worker=max(1, available_cores() // workers))
+            import dask
+
+            # the workers' statistical profiler samples every thread's stack each 10 ms: it cost
+            # 10% of the wall time here (benchmarks/distributed.py); nothing reads it without a dashboard
+            with dask.config.set({"distributed.worker.profile.enabled": False}):
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            return cls(Client(cluster), cluster, cell_threads=max(1, available_cores() // workers))
         try:
             if scheduler.endswith(".json"):
                 if not Path(scheduler).is_file():
