@@ -186,8 +186,8 @@ class DaskBackend(CellBackend):
             workers = int(count)
             import dask
 
-            # the workers' statistical profiler samples every thread's stack each 10 ms: it cost
-            # 10% of the wall time here (benchmarks/distributed.py); nothing reads it without a dashboard
+            # the workers' statistical profiler samples every thread's stack each 10 ms (GIL time
+            # taken from the cells); nothing reads it without a dashboard
             with dask.config.set({"distributed.worker.profile.enabled": False}):
                 cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
             return cls(Client(cluster), cluster, cell_threads=max(1, available_cores() // workers))
