@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures as futures
 import multiprocessing
 import os
+import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from pathlib import Path
@@ -163,6 +164,7 @@ class DaskBackend(CellBackend):
         self._scattered: dict[str, object] = {}  # task id -> Future of the scattered Task
         self._cells_left: Counter = Counter()  # task id -> cells not yet submitted
         self._resubmitted: Counter = Counter()  # cell -> times submitted again after losing its data
+        self._size, self._size_checked = (0, 0), -float("inf")  # see _cluster_size
         try:
             if cell_threads is not None:
                 self.client.register_plugin(_thread_limit_plugin(cell_threads), name="equibench-thread-limit")
@@ -229,13 +231,18 @@ class DaskBackend(CellBackend):
         return self.executor.submit(run_cell, cell, context, task)
 
     def capacity(self) -> int:
-        return 2 * max(1, self._threads())
+        return 2 * max(1, self._cluster_size()[1])
 
     def workers(self) -> int:
-        return len(self.client.scheduler_info()["workers"])
+        return self._cluster_size()[0]
 
-    def _threads(self) -> int:
-        return sum(worker["nthreads"] for worker in self.client.scheduler_info()["workers"].values())
+    def _cluster_size(self) -> tuple[int, int]:
+        """(workers, threads), asked of the scheduler (a round trip) at most once a second."""
+        if time.monotonic() - self._size_checked >= 1.0:
+            workers = self.client.scheduler_info()["workers"].values()
+            self._size = (len(workers), sum(worker["nthreads"] for worker in workers))
+            self._size_checked = time.monotonic()
+        return self._size
 
     def on_lost(self, cell: Cell, error: BaseException) -> str | None:
         from distributed import KilledWorker
