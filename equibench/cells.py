@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._version import __version__
 from .baselines.base import MethodUnavailableError
 from .baselines.registry import method_spec
 from .metrics import cell_metrics
@@ -41,6 +42,7 @@ class CellContext:
     openml_cache: str | None  # the writable working cache
     seed: int
     method_settings: dict  # method name -> settings
+    equibench_version: str = __version__  # the caller's: a worker with another version refuses the cell
 
 
 @dataclass
@@ -84,6 +86,10 @@ def run_cell(cell: Cell, context: CellContext, task: Task | None = None) -> Cell
     ``task`` is the cell's task when the caller ships it (a Dask cluster); otherwise the
     worker loads it from ``context.openml_cache``."""
     row = {**failed_row(cell, context.seed, ""), "status": "ok"}
+    if context.equibench_version != __version__:  # e.g. a Dask worker that joined with other code
+        reason = (f"this worker runs equibench {__version__}, the caller {context.equibench_version}; install the "
+                  "same version on every worker and rerun")
+        return CellOutcome({**row, "status": "failed", "reason": reason})
     try:
         task = task if task is not None else cached_task(cell.task_id, context.openml_cache)
         data = _prepared_fold(task, cell.fold, context.seed)

@@ -19,7 +19,13 @@ from sklearn.utils.validation import check_consistent_length, check_is_fitted, v
 from torch import nn
 
 from .model import CheckpointError, TooManyClassesError, default_checkpoint, load_checkpoint
-from .preprocessing import MemberTransform, TableEncoder, balanced_subsample, ensemble_members
+from .preprocessing import (
+    FEATURE_TRANSFORMS,
+    MemberTransform,
+    TableEncoder,
+    balanced_subsample,
+    ensemble_members,
+)
 
 
 @functools.lru_cache(maxsize=8)
@@ -51,6 +57,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         self,
         checkpoint="default",
         n_estimators: int = 4,
+        feature_transforms=FEATURE_TRANSFORMS,
         device: str = "auto",
         softmax_temperature: float = 0.8,
         max_train_rows: int = 3000,
@@ -59,6 +66,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
     ):
         self.checkpoint = checkpoint
         self.n_estimators = n_estimators
+        self.feature_transforms = feature_transforms
         self.device = device
         self.softmax_temperature = softmax_temperature
         self.max_train_rows = max_train_rows
@@ -78,7 +86,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         """Store the training context: labels, fitted preprocessing and, per ensemble
         member, the transformed training rows (class-balanced subsample above
         ``max_train_rows``)."""
-        self._check_params()
+        transforms = self._check_params()
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
@@ -94,13 +102,17 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         X_rows = X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
         self.encoder_ = TableEncoder(self.model_.config.f_max, random_state=rng.randint(2**31 - 1))
         values = self.encoder_.fit_transform(X_rows, y_encoded[rows])
-        specs = ensemble_members(self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts)
+        specs = ensemble_members(
+            self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts, transforms
+        )
         self.transforms_ = [MemberTransform(spec, self.model_.config.f_max) for spec in specs]
         self.train_features_ = [t.fit_transform(values) for t in self.transforms_]  # each (N, F_used)
         self.train_labels_ = torch.from_numpy(y_encoded[rows].astype(np.int64))  # (N,)
         return self
 
-    def _check_params(self) -> None:
+    def _check_params(self) -> tuple[str, ...]:
+        """Validate the parameters; returns the feature transforms as a tuple."""
+
         def positive_int(name):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
@@ -111,6 +123,19 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         temperature = self.softmax_temperature
         if not isinstance(temperature, numbers.Real) or not temperature > 0:
             raise ValueError(f"softmax_temperature must be a positive number, got {temperature!r}")
+        transforms = self.feature_transforms
+        if isinstance(transforms, str):
+            transforms = (transforms,)
+        try:
+            transforms = tuple(transforms)
+        except TypeError:
+            transforms = ()
+        if not transforms or any(t not in FEATURE_TRANSFORMS for t in transforms):
+            raise ValueError(
+                f"feature_transforms must be a non-empty sequence of {', '.join(map(repr, FEATURE_TRANSFORMS))}, "
+                f"got {self.feature_transforms!r}"
+            )
+        return transforms
 
     def _check_table(self, X, reset: bool):
         if not isinstance(X, pd.DataFrame):
@@ -192,8 +217,12 @@ class EquiTabPFNClassifier(_PFNClassifier):
         "default" loads the pretrained checkpoint packaged with equibench; a path loads a
         file written by ``equibench pretrain``; an ``EquiTabPFN`` module is used as is.
     n_estimators : int, default=4
-        Ensemble members. Member 0 is the plain model; the others alternate a quantile
-        (normal) transform with the plain robust z-score and rotate the feature columns.
+        Ensemble members. Member 0 keeps the feature order; the others rotate the feature
+        columns by random shifts.
+    feature_transforms : sequence of {"none", "quantile"}, default=("none", "quantile")
+        Member i first applies ``feature_transforms[i % len(feature_transforms)]``: "none"
+        keeps the raw values, "quantile" maps each feature to a normal distribution by its
+        train quantiles. A robust z-score follows in both cases.
     device : str, default="auto"
         "auto" uses CUDA when available, else CPU.
     softmax_temperature : float, default=0.8

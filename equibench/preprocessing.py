@@ -14,8 +14,9 @@ from sklearn.utils import check_array
 
 from .normalize import apply_normalization, fit_normalization, rescale_by_used_features
 
-#: Preprocessing variants an ensemble member may use before normalisation.
-VARIANTS = ("none", "quantile")
+#: Feature transforms an ensemble member may apply before normalisation: "none" (the raw
+#: values) or "quantile" (a quantile map to a normal distribution).
+FEATURE_TRANSFORMS = ("none", "quantile")
 
 
 def _is_categorical(column: pd.Series) -> bool:
@@ -112,16 +113,22 @@ class MemberSpec:
 
 
 def ensemble_members(
-    n_estimators: int, n_features: int, n_classes: int, rng: np.random.RandomState, class_shifts: bool
+    n_estimators: int,
+    n_features: int,
+    n_classes: int,
+    rng: np.random.RandomState,
+    class_shifts: bool,
+    transforms: tuple[str, ...] = FEATURE_TRANSFORMS,
 ) -> list[MemberSpec]:
-    """Member 0 is the plain model; the others alternate variants with random shifts."""
-    members = [MemberSpec("none", 0, 0)]
-    for i in range(1, n_estimators):
+    """Member i uses ``transforms[i % len(transforms)]``; member 0 keeps the original
+    feature and class order, the others rotate them by random shifts."""
+    members = []
+    for i in range(n_estimators):
         members.append(
             MemberSpec(
-                variant=VARIANTS[i % len(VARIANTS)] if n_features else "none",
-                feature_shift=int(rng.randint(n_features)) if n_features else 0,
-                class_shift=int(rng.randint(n_classes)) if class_shifts else 0,
+                variant=transforms[i % len(transforms)] if n_features else "none",
+                feature_shift=int(rng.randint(n_features)) if n_features and i else 0,
+                class_shift=int(rng.randint(n_classes)) if class_shifts and i else 0,
             )
         )
     return members

@@ -12,6 +12,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.model import CheckpointError, TooManyClassesError
+from equibench.preprocessing import ensemble_members
 from make_fixtures import CHECKPOINTS, GOLDEN, golden_predictions
 
 EQUI = str(CHECKPOINTS["equitabpfn"])
@@ -235,6 +236,26 @@ def test_sparse_input_is_refused():
         _equi().fit(scipy.sparse.csr_matrix(X), y)
 
 
+def test_ensemble_members_cycle_through_the_feature_transforms():
+    rng = np.random.RandomState(0)
+    members = ensemble_members(5, 7, 3, rng, class_shifts=True, transforms=("quantile", "none"))
+    assert [m.variant for m in members] == ["quantile", "none", "quantile", "none", "quantile"]
+    assert (members[0].feature_shift, members[0].class_shift) == (0, 0)
+    assert all(0 <= m.feature_shift < 7 and 0 <= m.class_shift < 3 for m in members)
+
+
+def test_feature_transforms_choose_each_members_preprocessing():
+    X, y = _blobs()
+    X = np.exp(X)  # skewed features, so that the quantile map changes the inputs
+    plain = _equi(n_estimators=1).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(_equi(n_estimators=1, feature_transforms="none").fit(X, y).predict_proba(X), plain)
+    quantile = _equi(n_estimators=1, feature_transforms=["quantile"]).fit(X, y)
+    assert [t.spec.variant for t in quantile.transforms_] == ["quantile"]
+    assert not np.allclose(quantile.predict_proba(X), plain)
+    only_plain = _equi(n_estimators=3, feature_transforms=("none",)).fit(X, y)
+    assert [t.spec.variant for t in only_plain.transforms_] == ["none"] * 3
+
+
 @pytest.mark.parametrize(
     "params, message",
     [
@@ -242,6 +263,9 @@ def test_sparse_input_is_refused():
         ({"batch_size": 2.5}, "batch_size must be a positive integer"),
         ({"max_train_rows": -1}, "max_train_rows must be a positive integer"),
         ({"softmax_temperature": 0}, "softmax_temperature must be a positive number"),
+        ({"feature_transforms": ("none", "box-cox")}, "feature_transforms must be a non-empty sequence"),
+        ({"feature_transforms": ()}, "feature_transforms must be a non-empty sequence"),
+        ({"feature_transforms": 3}, "feature_transforms must be a non-empty sequence"),
         ({"device": "tpu"}, "device must be"),
         ({"checkpoint": 42}, "checkpoint must be"),
         ({"checkpoint": "/no/such/file.pt"}, "does not exist"),

@@ -193,6 +193,17 @@ def test_a_failing_method_gives_a_failed_row_and_the_run_goes_on(tmp_path, monke
     assert len(rerun.pending) == 6 and set(pd.read_csv(tmp_path / "results.csv").status) == {"ok"}
 
 
+def test_a_worker_with_another_equibench_version_refuses_its_cells(tmp_path, monkeypatch):
+    monkeypatch.setattr("equibench.cells.__version__", "0.0.0-other")  # the worker's version
+    evaluate(_tiny(methods=("knn",), folds=(0,)), tmp_path, progress=False)
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert set(table.status) == {"failed"}
+    assert table.reason.str.contains("this worker runs equibench 0.0.0-other").all()
+    assert table.reason.str.contains("install the same version on every worker").all()
+    monkeypatch.undo()
+    assert set(evaluate(_tiny(methods=("knn",), folds=(0,)), tmp_path, progress=False).counts) == {"ok"}
+
+
 def test_missing_weights_and_packages_are_skipped_rows(tmp_path, monkeypatch):
     monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
     monkeypatch.setitem(sys.modules, "xgboost", None)
