@@ -109,6 +109,7 @@ def pretrain(
     heads: Annotated[Optional[int], typer.Option(help="Override the size's attention heads.")] = None,
     mlp_hidden: Annotated[Optional[int], typer.Option(help="Override the size's MLP width.")] = None,
     init_from: Annotated[Optional[Path], typer.Option(help="Start from this checkpoint's weights (continued pretraining; same arch and size).")] = None,
+    time_limit: Annotated[Optional[float], typer.Option(help="Minutes: stop, checkpointed, before a step would end later (for wall-time limits); continue with --resume.")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes)."""
@@ -129,10 +130,21 @@ def pretrain(
             init_from=None if init_from is None else str(init_from),
         )
         prior = PriorConfig(rows=rows, nan_prob=nan_prob)
-        path = run_pretraining(config, prior, out, resume=resume, progress=progress)
+        if time_limit is not None and not time_limit > 0:
+            raise ValueError(f"--time-limit takes a positive number of minutes, got {time_limit}")
+        outcome = run_pretraining(
+            config, prior, out, resume=resume, progress=progress,
+            time_limit_s=None if time_limit is None else 60 * time_limit,
+        )
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         raise _fail(error) from None
-    console.print(f"model written to {path}")
+    if outcome.finished:
+        console.print(f"model written to {outcome.model_path}")
+    else:
+        console.print(
+            f"stopped by --time-limit at step {outcome.step} of {outcome.steps}, checkpointed; {outcome.model_path} "
+            "holds the model so far. Continue with the same command plus --resume."
+        )
 
 
 @app.command()

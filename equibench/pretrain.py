@@ -23,6 +23,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -152,15 +153,39 @@ def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]
     return source.state_dict(), lineage
 
 
+class PretrainOutcome(NamedTuple):
+    model_path: Path  # model.pt of the last checkpoint
+    step: int  # the step it holds
+    steps: int  # the run's total
+
+    @property
+    def finished(self) -> bool:
+        return self.step >= self.steps
+
+
+def _out_of_time(elapsed_s: float, steps_done: int, time_limit_s: float, ddp: _Distributed, device) -> bool:
+    """Whether one more step (at this invocation's mean pace) would end past the limit; every
+    process gets the same answer."""
+    late = elapsed_s + elapsed_s / steps_done >= time_limit_s
+    if not ddp.active:
+        return late
+    flag = torch.tensor(float(late), device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 def pretrain(
     config: TrainConfig,
     prior: PriorConfig,
     out_dir: str | os.PathLike,
     resume: bool = False,
     progress: bool = True,
-) -> Path:
-    """Train (or resume) a model on the prior; returns the path of ``model.pt``.
+    time_limit_s: float | None = None,
+) -> PretrainOutcome:
+    """Train (or resume) a model on the prior.
 
+    ``time_limit_s`` stops this invocation early, checkpointed, before a step would end past
+    the limit (at the mean pace of its steps so far); ``resume=True`` continues exactly.
     With ``config.init_from`` the run starts from that checkpoint's weights (fresh optimizer
     and schedule); the model card then counts steps, datasets and time over both runs and
     keeps the earlier run's command under ``training["initialised_from"]``."""
@@ -288,9 +313,13 @@ def pretrain(
     autocast = (
         torch.autocast(device_type=device.type, dtype=torch.bfloat16) if use_amp else nullcontext()
     )
+    if time_limit_s is not None and not time_limit_s >= 0:
+        raise ValueError(f"the time limit must be a non-negative number of seconds, got {time_limit_s!r}")
+    invocation_started = time.perf_counter()
     if ddp.is_main and start_step == 0:
         validate(0)  # the curves start from the untrained model
     model.train()
+    last_step = start_step
     with bar:
         task = bar.add_task(f"{config.arch}-{config.size}", total=config.steps, completed=start_step,
                             loss=float("nan"), lr=scheduler.get_last_lr()[0], rate=0.0, prior_share=0.0)
@@ -327,8 +356,17 @@ def pretrain(
                            prior_share=record["prior_share"])
                 if step % config.validate_every == 0 or step == config.steps:
                     validate(step)
-            if step % config.checkpoint_every == 0 or step == config.steps:
+            checkpointed = step % config.checkpoint_every == 0 or step == config.steps
+            if checkpointed:
                 save(step)
+            last_step = step
+            elapsed = time.perf_counter() - invocation_started
+            if time_limit_s is not None and step < config.steps and _out_of_time(
+                elapsed, step - start_step, time_limit_s, ddp, device
+            ):
+                if not checkpointed:
+                    save(step)
+                break
     ddp.barrier()
     ddp.close()
-    return out_dir / MODEL_FILE
+    return PretrainOutcome(out_dir / MODEL_FILE, last_step, config.steps)

@@ -98,6 +98,21 @@ def test_resume_continues_exactly(tmp_path, monkeypatch):
     assert card.steps == 6 and card.datasets_seen == 18
 
 
+def test_time_limit_stops_checkpointed_and_resume_continues_exactly(tmp_path):
+    straight = pretrain(_config(), PRIOR, tmp_path / "straight", progress=False)
+    assert straight.finished and straight.step == 6
+    # a zero limit stops after the first step, which is not a checkpoint step (every 3)
+    stopped = pretrain(_config(), PRIOR, tmp_path / "limited", progress=False, time_limit_s=0)
+    assert (stopped.step, stopped.steps, stopped.finished) == (1, 6, False)
+    assert torch.load(tmp_path / "limited" / "train_state.pt", weights_only=True)["step"] == 1
+    assert load_checkpoint(stopped.model_path)[1].steps == 1
+    resumed = pretrain(_config(), PRIOR, tmp_path / "limited", resume=True, progress=False, time_limit_s=3600)
+    assert resumed.finished
+    assert _step_losses(tmp_path / "limited") == _step_losses(tmp_path / "straight")
+    with pytest.raises(ValueError, match="time limit must be a non-negative number"):
+        pretrain(_config(), PRIOR, tmp_path / "bad", progress=False, time_limit_s=-1)
+
+
 def test_run_directory_guards(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         pretrain(_config(), PRIOR, tmp_path / "run", resume=True, progress=False)
@@ -124,7 +139,7 @@ def test_train_config_validation(changes, message):
 
 @pytest.mark.parametrize("arch, classifier", [("equitabpfn", EquiTabPFNClassifier), ("tabpfn-star", TabPFNStarClassifier)])
 def test_checkpoint_to_classifier_round_trip(tmp_path, arch, classifier):
-    path = pretrain(_config(arch=arch, steps=2, bundled_validation=True), PRIOR, tmp_path, progress=False)
+    path = pretrain(_config(arch=arch, steps=2, bundled_validation=True), PRIOR, tmp_path, progress=False).model_path
     _, card = load_checkpoint(path)
     assert card.arch == arch and card.steps == 2 and card.datasets_seen == 6
     assert card.prior["rows"] == 96 and card.training["lr"] == 1e-3 and card.wall_time_s > 0
@@ -155,6 +170,13 @@ def test_cli_pretrain_and_export(tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, args)  # the same directory again without --resume
     assert result.exit_code == 2 and "--resume" in result.output
+    limited = [*args[:2], str(tmp_path / "limited"), *args[3:]]
+    result = runner.invoke(app, [*limited, "--time-limit", "0"])
+    assert result.exit_code == 2 and "--time-limit takes a positive number of minutes" in result.output
+    result = runner.invoke(app, [*limited, "--time-limit", "1e-9"])
+    assert result.exit_code == 0 and "stopped by --time-limit at step 1 of 2" in result.output
+    result = runner.invoke(app, [*limited, "--resume"])
+    assert result.exit_code == 0 and "model written to" in result.output
     result = runner.invoke(app, ["export", str(tmp_path / "run"), "--out", str(tmp_path / "half.pt")])
     assert result.exit_code == 0, result.output
     model, card = load_checkpoint(tmp_path / "half.pt")
@@ -175,7 +197,11 @@ def test_two_process_data_parallel_training(tmp_path):
                "--out", str(tmp_path), "--size", "tiny", "--steps", "3", "--batch-size", "2", "--rows", "64",
                "--device", "cpu", "--no-bundled-validation", "--no-progress", "--checkpoint-every", "2"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run(command, check=True, timeout=300, env=env, cwd=tmp_path)
+    # both processes agree to stop at the time limit (after step 1), then resume
+    stopped = subprocess.run([*command, "--time-limit", "1e-9"], check=True, timeout=300, env=env, cwd=tmp_path,
+                             capture_output=True, text=True)
+    assert "stopped by --time-limit at step 1 of 3" in stopped.stdout
+    subprocess.run([*command, "--resume"], check=True, timeout=300, env=env, cwd=tmp_path)
     _, card = load_checkpoint(tmp_path / "model.pt")
     assert card.training["world_size"] == 2 and card.datasets_seen == 3 * 2 * 2
     steps = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
@@ -183,9 +209,9 @@ def test_two_process_data_parallel_training(tmp_path):
 
 
 def test_init_from_continues_from_a_checkpoint(tmp_path):
-    first = pretrain(_config(steps=3), PRIOR, tmp_path / "first", progress=False)
+    first = pretrain(_config(steps=3), PRIOR, tmp_path / "first", progress=False).model_path
     source, source_card = load_checkpoint(first)
-    second = pretrain(_config(steps=3, init_from=str(first), seed=1), PRIOR, tmp_path / "second", progress=False)
+    second = pretrain(_config(steps=3, init_from=str(first), seed=1), PRIOR, tmp_path / "second", progress=False).model_path
     _, card = load_checkpoint(second)
     assert card.steps == 6 and card.datasets_seen == 2 * source_card.datasets_seen
     assert card.training["initialised_from"]["checkpoint"] == str(first)
@@ -203,7 +229,7 @@ def test_init_from_continues_from_a_checkpoint(tmp_path):
 
 
 def test_init_from_refuses_a_different_model(tmp_path):
-    first = pretrain(_config(steps=1), PRIOR, tmp_path / "first", progress=False)
+    first = pretrain(_config(steps=1), PRIOR, tmp_path / "first", progress=False).model_path
     with pytest.raises(ValueError, match="--init-from .* pass the same --arch"):
         pretrain(_config(steps=1, arch="tabpfn-star", init_from=str(first)), PRIOR, tmp_path / "b", progress=False)
     assert not (tmp_path / "b" / "log.jsonl").exists()
