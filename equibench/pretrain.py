@@ -189,6 +189,8 @@ def pretrain(
     With ``config.init_from`` the run starts from that checkpoint's weights (fresh optimizer
     and schedule); the model card then counts steps, datasets and time over both runs and
     keeps the earlier run's command under ``training["initialised_from"]``."""
+    if time_limit_s is not None and not time_limit_s >= 0:
+        raise ValueError(f"the time limit must be a non-negative number of seconds, got {time_limit_s!r}")
     out_dir = Path(out_dir)
     device = resolve_device(config.device)
     use_amp = device.type == "cuda" if config.amp is None else config.amp
@@ -313,8 +315,6 @@ def pretrain(
     autocast = (
         torch.autocast(device_type=device.type, dtype=torch.bfloat16) if use_amp else nullcontext()
     )
-    if time_limit_s is not None and not time_limit_s >= 0:
-        raise ValueError(f"the time limit must be a non-negative number of seconds, got {time_limit_s!r}")
     invocation_started = time.perf_counter()
     if ddp.is_main and start_step == 0:
         validate(0)  # the curves start from the untrained model

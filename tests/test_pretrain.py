@@ -111,6 +111,7 @@ def test_time_limit_stops_checkpointed_and_resume_continues_exactly(tmp_path):
     assert _step_losses(tmp_path / "limited") == _step_losses(tmp_path / "straight")
     with pytest.raises(ValueError, match="time limit must be a non-negative number"):
         pretrain(_config(), PRIOR, tmp_path / "bad", progress=False, time_limit_s=-1)
+    assert not (tmp_path / "bad").exists()
 
 
 def test_run_directory_guards(tmp_path):
