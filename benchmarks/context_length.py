@@ -19,31 +19,25 @@ import numpy as np
 import torch
 
 from equibench.model import default_checkpoint, load_checkpoint
-from equibench.prior import PriorConfig, sample_batch
-from equibench.validation import masked_test_loss
+from equibench.prior import PriorBatch, PriorConfig, sample_batch
+from equibench.validation import prior_metrics
 
 #: Seed of the evaluation datasets, independent of any training seed.
 DATASET_SEED = 20_261_123
 BATCH_SIZE = 16
 
 
-def context_metrics(model: torch.nn.Module, batches, n_context: int) -> tuple[float, float]:
-    """Mean test accuracy and loss over the datasets whose test classes are in the context."""
-    hits_sum, kept, losses = 0.0, 0.0, []
-    with torch.inference_mode():
-        for batch in batches:
-            x_context, y_context = batch.x[:, :n_context], batch.y[:, :n_context]  # (B, n, F), (B, n)
-            x_test, y_test = batch.x[:, batch.n_train :], batch.y[:, batch.n_train :]  # (B, M, F), (B, M)
-            logits = model(x_context, y_context, x_test, batch.n_classes)  # (B, M, K)
-            seen = torch.nn.functional.one_hot(y_context, batch.n_classes).amax(dim=1).bool()  # (B, K)
-            keep = batch.loss_mask & torch.gather(seen, 1, y_test).all(dim=1)  # (B,)
-            if keep.any():
-                losses.append((masked_test_loss(logits, y_test, keep).item(), keep.sum().item()))
-            hits = (logits.argmax(-1) == y_test).float().mean(dim=1)  # (B,)
-            hits_sum += (hits * keep).sum().item()
-            kept += keep.sum().item()
-    loss = sum(value * weight for value, weight in losses) / max(kept, 1.0)
-    return hits_sum / max(kept, 1.0), loss
+def with_context(batch: PriorBatch, n_context: int) -> PriorBatch:
+    """The batch with only its first ``n_context`` train rows; datasets whose test rows hold a
+    class absent from them are masked out."""
+    x_test, y_test = batch.x[:, batch.n_train :], batch.y[:, batch.n_train :]  # (B, M, F), (B, M)
+    y_context = batch.y[:, :n_context]  # (B, n)
+    seen = torch.nn.functional.one_hot(y_context, batch.n_classes).amax(dim=1).bool()  # (B, K)
+    covered = torch.gather(seen, 1, y_test).all(dim=1)  # (B,)
+    return batch._replace(
+        x=torch.cat([batch.x[:, :n_context], x_test], dim=1), y=torch.cat([y_context, y_test], dim=1),
+        n_train=n_context, loss_mask=batch.loss_mask & covered,
+    )
 
 
 def main() -> None:
@@ -67,17 +61,17 @@ def main() -> None:
     results = {}
     for label, (arch, path) in checkpoints.items():
         model = load_checkpoint(default_checkpoint(arch) if path == "default" else path)[0].eval()
-        results[label] = [context_metrics(model, batches, n) for n in contexts]
+        results[label] = [prior_metrics(model, [with_context(b, n) for b in batches]) for n in contexts]
 
     print(f"### Test accuracy / loss vs train rows in the context ({args.batches * BATCH_SIZE} prior "
           f"datasets of {args.rows} rows, seed {DATASET_SEED})\n")
     print("| context rows | " + " | ".join(f"{label} acc. | {label} loss" for label in results) + " |")
     print("|---:|" + "---:|---:|" * len(results))
     for i, n in enumerate(contexts):
-        cells = " | ".join(f"{100 * acc:.1f} | {loss:.3f}" for acc, loss in (results[m][i] for m in results))
+        cells = " | ".join(f"{100 * r['prior_accuracy']:.1f} | {r['prior_loss']:.3f}" for r in (results[m][i] for m in results))
         print(f"| {n} | {cells} |")
     for label, rows in results.items():
-        accuracies = np.array([acc for acc, _ in rows])
+        accuracies = np.array([r["prior_accuracy"] for r in rows])
         print(f"\n{label}: accuracy {'rises' if np.all(np.diff(accuracies) >= 0) else 'does not rise'} "
               f"monotonically with the context ({100 * accuracies[0]:.1f} -> {100 * accuracies[-1]:.1f}).")
 
