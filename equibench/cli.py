@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
+from .optim import SCHEDULES
 from .model import SIZES, CheckpointError, load_checkpoint, packaged_checkpoints, read_card, save_checkpoint
 
 app = typer.Typer(
@@ -80,7 +81,20 @@ def info() -> None:
 Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
 _ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
 Size = Enum("Size", {name: name for name in SIZES}, type=str)
+Schedule = Enum("Schedule", {name: name for name in SCHEDULES}, type=str)
 WeightsDtype = Enum("WeightsDtype", {name: name for name in ("float32", "float16", "bfloat16")}, type=str)
+
+
+def _parse_curriculum(text: str | None) -> tuple[tuple[int, int], ...]:
+    """``"STEP:ROWS,STEP:ROWS"`` as ((step, rows), ...)."""
+    if not text:
+        return ()
+    try:
+        return tuple((int(step), int(rows)) for step, rows in (entry.split(":") for entry in text.split(",")))
+    except ValueError:
+        raise ValueError(
+            f"--rows-curriculum takes 'STEP:ROWS,STEP:ROWS' with whole numbers (e.g. '1:128,2001:384'), got {text!r}"
+        ) from None
 
 
 @app.command()
@@ -96,6 +110,12 @@ def pretrain(
     lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 1e-4,
     warmup_steps: Annotated[int, typer.Option(help="Linear warm-up steps before the cosine decay.")] = 100,
     weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.0,
+    grad_clip: Annotated[float, typer.Option(help="Clip the gradient norm at this value.")] = 1.0,
+    adam_beta2: Annotated[float, typer.Option(help="Adam's second-moment decay beta2.")] = 0.999,
+    schedule: Annotated[Schedule, typer.Option(help="Learning-rate schedule after the warm-up: cosine decay, warm-up-stable-decay (wsd), or schedule-free AdamW (no horizon).")] = "cosine",
+    decay_fraction: Annotated[float, typer.Option(help="wsd: share of the steps in the final cool-down.")] = 0.2,
+    rows_curriculum: Annotated[Optional[str], typer.Option(help="Short-to-long curriculum 'STEP:ROWS,...': from STEP on, datasets have ROWS rows (before the first STEP, --rows).")] = None,
+    tree_fraction: Annotated[float, typer.Option(help="Share of prior datasets whose target is a sum of random axis-aligned trees (0: the paper's v1 prior).")] = 0.0,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (default: on for CUDA only).")] = None,
     seed: Annotated[int, typer.Option(help="Seeds the model init and the prior stream.")] = 0,
@@ -108,6 +128,8 @@ def pretrain(
     layers: Annotated[Optional[int], typer.Option(help="Override the size's layer count.")] = None,
     heads: Annotated[Optional[int], typer.Option(help="Override the size's attention heads.")] = None,
     mlp_hidden: Annotated[Optional[int], typer.Option(help="Override the size's MLP width.")] = None,
+    norm_first: Annotated[Optional[bool], typer.Option("--pre-ln/--post-ln", help="Pre- or post-LayerNorm blocks (default: the size's, post-LN as in the paper).")] = None,
+    qk_norm: Annotated[Optional[bool], typer.Option("--qk-norm/--no-qk-norm", help="RMS-normalise queries and keys (default: the size's, off).")] = None,
     init_from: Annotated[Optional[Path], typer.Option(help="Start from this checkpoint's weights (continued pretraining; same arch and size).")] = None,
     time_limit: Annotated[Optional[float], typer.Option(help="Minutes: stop, checkpointed, before a step would end later (for wall-time limits); continue with --resume.")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
@@ -118,18 +140,21 @@ def pretrain(
 
     overrides = {
         key: value
-        for key, value in {"d_model": d_model, "n_layers": layers, "n_heads": heads, "mlp_hidden": mlp_hidden}.items()
+        for key, value in {"d_model": d_model, "n_layers": layers, "n_heads": heads, "mlp_hidden": mlp_hidden,
+                           "norm_first": norm_first, "qk_norm": qk_norm}.items()
         if value is not None
     }
     try:
+        curriculum = _parse_curriculum(rows_curriculum)
         config = TrainConfig(
             arch=_ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value), size=Size(size).value, steps=steps, batch_size=batch_size,
             grad_accumulation=grad_accumulation, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
-            seed=seed, device=device, amp=amp, checkpoint_every=checkpoint_every, validate_every=validate_every,
+            grad_clip=grad_clip, adam_beta2=adam_beta2, schedule=Schedule(schedule).value,
+            decay_fraction=decay_fraction, rows_curriculum=curriculum, seed=seed, device=device, amp=amp, checkpoint_every=checkpoint_every, validate_every=validate_every,
             validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
             init_from=None if init_from is None else str(init_from),
         )
-        prior = PriorConfig(rows=rows, nan_prob=nan_prob)
+        prior = PriorConfig(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction)
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"--time-limit takes a positive number of minutes, got {time_limit}")
         outcome = run_pretraining(

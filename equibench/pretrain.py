@@ -1,5 +1,6 @@
-"""Pretraining on the synthetic prior: AdamW, linear warm-up then cosine decay, gradient
-clipping, cross-entropy on test rows, periodic validation, atomic resumable checkpoints and
+"""Pretraining on the synthetic prior: AdamW with a cosine, warm-up-stable-decay or
+schedule-free learning rate (``equibench.optim``), gradient clipping, cross-entropy on test
+rows, an optional short-to-long curriculum of rows per dataset, periodic validation, atomic resumable checkpoints and
 multi-process data parallelism (launch with ``torchrun``).
 
 An output directory holds::
@@ -15,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import math
 import os
 import shlex
 import sys
@@ -35,6 +35,7 @@ from .classifier import resolve_device
 from .machine import hardware_description
 from .model import SIZES, ModelCard, build_model, load_checkpoint, save_checkpoint, size_config
 from .model.checkpoint import atomic_torch_save
+from .optim import SCHEDULES, build_optimizer, current_lr, evaluation_weights, extendable_to
 from .prior import PriorConfig, sample_batch
 from .validation import bundled_accuracy, forward_batch, masked_test_loss, prior_metrics, validation_prior_batches
 
@@ -57,6 +58,12 @@ class TrainConfig:
     warmup_steps: int = 100
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    adam_beta2: float = 0.999
+    schedule: str = "cosine"  # one of equibench.optim.SCHEDULES
+    decay_fraction: float = 0.2  # wsd: share of the steps in the final cool-down
+    #: short-to-long curriculum: ((first_step, rows), ...); before the first entry the
+    #: prior's own ``rows``
+    rows_curriculum: tuple = ()
     seed: int = 0
     device: str = "auto"
     amp: bool | None = None  # None: bf16 autocast on CUDA, off on CPU
@@ -80,15 +87,31 @@ class TrainConfig:
             raise ValueError("warmup_steps and validation_batches must be >= 0")
         if not self.lr > 0 or not self.grad_clip > 0 or self.weight_decay < 0:
             raise ValueError("lr and grad_clip must be > 0 and weight_decay >= 0")
+        if not 0.0 < self.adam_beta2 < 1.0:
+            raise ValueError(f"adam_beta2 must be in (0, 1), got {self.adam_beta2!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if not 0.0 < self.decay_fraction <= 1.0:
+            raise ValueError(f"decay_fraction must be in (0, 1], got {self.decay_fraction!r}")
+        curriculum = tuple(tuple(entry) for entry in self.rows_curriculum)
+        object.__setattr__(self, "rows_curriculum", curriculum)
+        steps = [entry[0] for entry in curriculum]
+        if (any(len(entry) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in entry)
+                for entry in curriculum) or steps != sorted(set(steps))):
+            raise ValueError(
+                "rows_curriculum must be (first_step, rows) pairs of positive integers with increasing "
+                f"steps, got {self.rows_curriculum!r}"
+            )
         size_config(self.size, **self.model_overrides)  # validates the overrides
 
 
-def lr_factor(step: int, warmup_steps: int, total_steps: int) -> float:
-    """Linear warm-up to 1 over ``warmup_steps``, then cosine decay to 0 at ``total_steps``."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+def prior_at(step: int, prior: PriorConfig, curriculum: tuple) -> PriorConfig:
+    """The prior of ``step`` (1-based): ``prior`` with the rows of the curriculum entry in force."""
+    rows = prior.rows
+    for first_step, entry_rows in curriculum:
+        if step >= first_step:
+            rows = entry_rows
+    return prior if rows == prior.rows else dataclasses.replace(prior, rows=rows)
 
 
 class _Distributed:
@@ -114,18 +137,27 @@ class _Distributed:
             dist.destroy_process_group()
 
 
+#: Defaults of settings added after runs were saved (a saved run without them used these).
+_DEFAULTS = {
+    "train": {"adam_beta2": 0.999, "schedule": "cosine", "decay_fraction": 0.2, "rows_curriculum": ()},
+    "model": {"norm_first": False, "qk_norm": False},
+}
 #: Settings that do not change the training trajectory and may differ on --resume.
 _FREE_ON_RESUME = {"device", "checkpoint_every", "validate_every", "validation_batches", "bundled_validation"}
 
 
-def _changed_settings(saved: dict, current: dict) -> list[str]:
-    """The settings of ``current`` that would make a resumed run differ from ``saved``."""
+def _changed_settings(saved: dict, current: dict, config: TrainConfig, done_steps: int) -> list[str]:
+    """The settings of ``current`` that would make a resumed run differ from ``saved``. The
+    step count may grow where the schedule allows it (``equibench.optim.extendable_to``)."""
+    free = set(_FREE_ON_RESUME)
+    if extendable_to(config, saved["train"]["steps"], done_steps):
+        free.add("steps")
     changed = [
         f"{section}.{key}"
         for section in ("train", "prior", "model")
         for key in sorted(set(saved[section]) | set(current[section]))
-        if saved[section].get(key) != current[section].get(key)
-        and not (section == "train" and key in _FREE_ON_RESUME)
+        if saved[section].get(key, _DEFAULTS.get(section, {}).get(key)) != current[section].get(key)
+        and not (section == "train" and key in free)
     ]
     return changed + (["world_size"] if saved["world_size"] != current["world_size"] else [])
 
@@ -212,7 +244,7 @@ def pretrain(
                 f"--resume was given but {str(state_path)!r} does not exist; start without --resume"
             )
         state = torch.load(state_path, map_location="cpu", weights_only=True)
-        changed = _changed_settings(state["run"], run_description)
+        changed = _changed_settings(state["run"], run_description, config, state["step"])
         if changed:
             raise ValueError(
                 f"cannot resume {str(out_dir)!r}: the settings differ from the saved run in {changed}; "
@@ -225,13 +257,9 @@ def pretrain(
 
     torch.manual_seed(config.seed)
     model = build_model(config.arch, size_config(config.size, **config.model_overrides)).to(device)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
-        fused=device.type == "cuda",
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, config.warmup_steps, config.steps)
-    )
+    optimizer, scheduler = build_optimizer(model, config, device)
+    for first_step, rows in config.rows_curriculum:
+        prior_at(first_step, prior, config.rows_curriculum)  # validates every curriculum prior now
     prior_generator = torch.Generator(device=device).manual_seed(config.seed * 1_000_003 + ddp.rank)
     start_step, datasets_seen, wall_time, metrics = 0, 0, 0.0, {}
     lineage = None
@@ -288,17 +316,19 @@ def pretrain(
             command=command, seed=config.seed, equibench_version=__version__,
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         )
-        save_checkpoint(model, out_dir / MODEL_FILE, card)
+        with evaluation_weights(model, optimizer):
+            save_checkpoint(model, out_dir / MODEL_FILE, card)
 
     def validate(step: int) -> None:
         nonlocal metrics, wall_time
         started = time.perf_counter()
         model.eval()
         metrics = {"step": step}
-        if validation_batches:
-            metrics.update(prior_metrics(model, validation_batches))
-        if config.bundled_validation:
-            metrics.update(bundled_accuracy(model, device=device))
+        with evaluation_weights(model, optimizer):
+            if validation_batches:
+                metrics.update(prior_metrics(model, validation_batches))
+            if config.bundled_validation:
+                metrics.update(bundled_accuracy(model, device=device))
         model.train()
         metrics["seconds"] = time.perf_counter() - started
         wall_time += metrics["seconds"]
@@ -322,14 +352,15 @@ def pretrain(
     last_step = start_step
     with bar:
         task = bar.add_task(f"{config.arch}-{config.size}", total=config.steps, completed=start_step,
-                            loss=float("nan"), lr=scheduler.get_last_lr()[0], rate=0.0, prior_share=0.0)
+                            loss=float("nan"), lr=current_lr(optimizer, scheduler), rate=0.0, prior_share=0.0)
         for step in range(start_step + 1, config.steps + 1):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             prior_seconds, step_loss = 0.0, 0.0
+            step_prior = prior_at(step, prior, config.rows_curriculum)
             optimizer.zero_grad(set_to_none=True)
             for micro in range(config.grad_accumulation):
                 prior_started = time.perf_counter()
-                batch = sample_batch(prior, config.batch_size, prior_generator, device)
+                batch = sample_batch(step_prior, config.batch_size, prior_generator, device)
                 prior_seconds += time.perf_counter() - prior_started
                 last = micro == config.grad_accumulation - 1
                 with (trained.no_sync() if ddp.active and not last else nullcontext()), autocast:
@@ -337,7 +368,7 @@ def pretrain(
                 (loss / config.grad_accumulation).backward()
                 step_loss += loss.item() / config.grad_accumulation
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            lr = scheduler.get_last_lr()[0]
+            lr = current_lr(optimizer, scheduler)
             optimizer.step()
             scheduler.step()
             seconds = time.perf_counter() - started
@@ -346,7 +377,8 @@ def pretrain(
             datasets_seen += step_datasets
             record = {
                 "kind": "step", "step": step, "loss": step_loss, "lr": lr, "grad_norm": float(grad_norm),
-                "n_classes": batch.n_classes, "seconds": seconds, "datasets_per_s": step_datasets / seconds,
+                "n_classes": batch.n_classes, "rows": step_prior.rows, "seconds": seconds,
+                "cpu_seconds": time.process_time() - cpu_started, "datasets_per_s": step_datasets / seconds,
                 "prior_share": prior_seconds / seconds, "datasets_seen": datasets_seen,
             }
             if ddp.is_main:

@@ -13,6 +13,11 @@ structural causal model, otherwise from a Gaussian process with an RBF kernel:
 * GP: features uniform in [0, 1]; target drawn from an RBF-kernel GP (Cholesky in float64)
   whose length scale is relative to ``sqrt(n_features)``.
 
+With probability ``tree_fraction`` a dataset's target is then replaced by a sum of random
+axis-aligned decision trees over its own features (splits at feature values of random rows,
+Gaussian leaf values, a little noise): the threshold structure that real tables often have
+and smooth MLP/GP functions lack (TabICL and TabPFN v2 add tree-based SCMs for this).
+
 The continuous target is cut into K classes at K-1 distinct random ranks (every class gets
 rows) and the class ids are randomly permuted. With probability ``categorical_batch_prob`` a
 batch turns a random share of each dataset's features into categoricals; optionally values go
@@ -92,6 +97,10 @@ class PriorConfig:
     # Gaussian process
     gp_lengthscale_range: tuple[float, float] = (0.1, 10.0)
     gp_noise_std_range: tuple[float, float] = (1e-4, 0.3)
+    # random axis-aligned trees as the target (0: the v1 prior); depth and count per batch
+    tree_fraction: float = 0.0
+    tree_max_depth: int = 4
+    tree_max_trees: int = 4
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -107,7 +116,7 @@ class PriorConfig:
                 raise ValueError(f"PriorConfig.{f.name} must be a finite number, got {value!r}")
         for name in (
             "p_binary", "gp_fraction", "categorical_batch_prob", "nan_prob", "per_node_noise_prob",
-            "blockwise_dropout_prob", "causal_prob", "y_is_effect_prob",
+            "blockwise_dropout_prob", "causal_prob", "y_is_effect_prob", "tree_fraction",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"PriorConfig.{name} is a probability in [0, 1], got {getattr(self, name)!r}")
@@ -397,6 +406,34 @@ def _sample_gp(
     return x, y.masked_fill((info != 0)[:, None], math.nan)
 
 
+def _tree_targets(
+    x: torch.Tensor, n_features: torch.Tensor, config: PriorConfig, rng: np.random.Generator, gen: torch.Generator,
+) -> torch.Tensor:
+    """Sum of random axis-aligned trees of one depth: node splits on a random used feature at
+    that feature's value in a random row; leaves hold N(0, 1) values; plus Gaussian noise of a
+    log-uniform share (``noise_std_range``) of the target's spread."""
+    # x: (b, R, F) finite raw features, n_features: (b,) -> (b, R)
+    device = x.device
+    b, rows, _ = x.shape
+    depth = int(rng.integers(1, config.tree_max_depth + 1))
+    n_trees = int(rng.integers(1, config.tree_max_trees + 1))
+    n_nodes = 2**depth - 1
+    feature = (torch.rand(b, n_trees, n_nodes, generator=gen, device=device) * n_features[:, None, None]).long()
+    split_row = torch.randint(0, rows, (b, n_trees, n_nodes), generator=gen, device=device)
+    datasets = torch.arange(b, device=device)[:, None, None]
+    threshold = x[datasets, split_row, feature]  # (b, T, nodes)
+    columns = x[:, None].expand(b, n_trees, rows, x.shape[2])  # (b, T, R, F), a view
+    node = torch.zeros(b, n_trees, rows, dtype=torch.int64, device=device)
+    for _ in range(depth):
+        value = columns.gather(3, feature.gather(2, node)[..., None])[..., 0]  # (b, T, R)
+        node = 2 * node + 1 + (value > threshold.gather(2, node)).long()
+    leaves = torch.randn(b, n_trees, 2**depth, generator=gen, device=device)
+    y = leaves.gather(2, node - n_nodes).sum(dim=1)  # (b, R)
+    noise = torch.as_tensor(_log_uniform(rng, config.noise_std_range, b), dtype=y.dtype, device=device)
+    spread = y.std(dim=1, keepdim=True).clamp(min=1e-6)
+    return y + torch.randn(b, rows, generator=gen, device=device) * noise[:, None] * spread
+
+
 def _categorize_(
     x: torch.Tensor, used: torch.Tensor, config: PriorConfig, rng: np.random.Generator, gen: torch.Generator,
 ) -> torch.Tensor:
@@ -499,6 +536,10 @@ def sample_batch(
     if not bool(finite.all()):
         x = torch.where(finite[:, None, None], x, 0.0)
         y_cont = torch.where(finite[:, None], y_cont, 0.0)
+    if config.tree_fraction > 0:
+        trees = torch.as_tensor(np.flatnonzero(rng.random(batch_size) < config.tree_fraction), device=device)
+        if len(trees):
+            y_cont[trees] = _tree_targets(x[trees], n_features[trees], config, rng, gen)
     # z-scores do not depend on a column's scale; bringing |x| <= 1 keeps float32 squares finite
     x = x / x.abs().amax(dim=1, keepdim=True).clamp(min=torch.finfo(x.dtype).tiny)
 

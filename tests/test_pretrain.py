@@ -17,7 +17,8 @@ import equibench.pretrain as pretrain_module
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.cli import app
 from equibench.model import build_model, load_checkpoint, size_config
-from equibench.pretrain import TrainConfig, lr_factor, pretrain
+from equibench.optim import build_optimizer, decay_start, evaluation_weights, lr_factor, wsd_factor
+from equibench.pretrain import TrainConfig, pretrain
 from equibench.training_curves import read_lineage
 from equibench.prior import PriorConfig, sample_batch
 from equibench.validation import forward_batch, masked_test_loss
@@ -45,6 +46,57 @@ def test_learning_rate_schedule():
     assert all(a >= b for a, b in zip(factors[10:], factors[11:])) and factors[-1] < 0.01
 
 
+def test_warmup_stable_decay_schedule():
+    factors = [wsd_factor(step, 10, 110, 0.2) for step in range(110)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    assert decay_start(110, 0.2) == 88 and set(factors[10:88]) == {1.0}
+    assert all(a > b for a, b in zip(factors[88:], factors[89:])) and factors[-1] == 0.0
+    assert factors[88] == pytest.approx(1 - np.sqrt(1 / 22))  # the 1 - sqrt cool-down
+
+
+def test_schedule_free_evaluation_weights_restore_the_training_weights_exactly():
+    torch.manual_seed(0)
+    model = build_model("equitabpfn", size_config("tiny"))
+    optimizer, _ = build_optimizer(model, _config(schedule="schedule-free", lr=1e-2), torch.device("cpu"))
+    batch = sample_batch(PRIOR, 8, torch.Generator().manual_seed(3))
+    for _ in range(3):
+        optimizer.zero_grad()
+        masked_test_loss(forward_batch(model, batch), batch.y[:, batch.n_train:], batch.loss_mask).backward()
+        optimizer.step()
+    training = [p.detach().clone() for p in model.parameters()]
+    with evaluation_weights(model, optimizer):
+        averaged = [p.detach().clone() for p in model.parameters()]
+    assert any(not torch.equal(a, t) for a, t in zip(averaged, training))  # the average differs
+    assert all(torch.equal(p, t) for p, t in zip(model.parameters(), training))  # restored bit for bit
+
+
+@pytest.mark.parametrize("schedule, first_steps, extended, allowed", [
+    ("schedule-free", 4, 8, True),  # no horizon: extendable at any step
+    ("wsd", 10, 20, True),  # 4 steps done, before the cool-down at step 5 (of 10) and 10 (of 20)
+    ("cosine", 4, 8, False),  # the cosine horizon moved: refused
+])
+def test_extending_a_run(tmp_path, schedule, first_steps, extended, allowed):
+    changes = {"schedule": schedule, "decay_fraction": 0.5, "checkpoint_every": 2, "validate_every": 100}
+    straight = tmp_path / "straight"
+    pretrain(_config(steps=extended, **changes), PRIOR, straight, progress=False)
+    pretrain(_config(steps=first_steps, **changes), PRIOR, tmp_path / "run", progress=False, time_limit_s=0)
+    for _ in range(3):  # one step per invocation, as --time-limit slices do
+        pretrain(_config(steps=first_steps, **changes), PRIOR, tmp_path / "run", resume=True, progress=False,
+                 time_limit_s=0)
+    if not allowed:
+        with pytest.raises(ValueError, match=r"train\.steps"):
+            pretrain(_config(steps=extended, **changes), PRIOR, tmp_path / "run", resume=True, progress=False)
+        return
+    pretrain(_config(steps=extended, **changes), PRIOR, tmp_path / "run", resume=True, progress=False)
+    assert _step_losses(tmp_path / "run") == _step_losses(straight)
+
+
+def test_rows_curriculum_changes_the_rows_at_the_given_steps(tmp_path):
+    pretrain(_config(rows_curriculum=((3, 48), (5, 64))), PRIOR, tmp_path / "run", progress=False)
+    records = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["rows"] for r in records if r["kind"] == "step"] == [96, 96, 48, 48, 64, 64]
+
+
 @pytest.mark.parametrize("arch", ["equitabpfn", "tabpfn-star"])
 def test_training_lowers_the_loss_on_a_fixed_batch(arch):
     torch.manual_seed(0)
@@ -69,8 +121,27 @@ def test_masked_datasets_do_not_count():
     assert masked_test_loss(logits, y, torch.tensor([True, False])).item() == pytest.approx(np.log(4))
 
 
-def test_resume_continues_exactly(tmp_path, monkeypatch):
-    pretrain(_config(), PRIOR, tmp_path / "straight", progress=False)
+#: Recipes whose resume must be exact: the paper's, and the study's options (pre-LN, QK-norm,
+#: beta2, schedule-free or WSD, a rows curriculum, tree targets in the prior).
+RECIPES = {
+    "paper": ({}, PRIOR),
+    "schedule-free": (
+        {"schedule": "schedule-free", "adam_beta2": 0.95, "rows_curriculum": ((4, 64),),
+         "model_overrides": {"norm_first": True, "qk_norm": True}},
+        PriorConfig(rows=96, tree_fraction=0.5),
+    ),
+    "wsd": ({"schedule": "wsd", "decay_fraction": 0.5, "model_overrides": {"norm_first": True}}, PRIOR),
+}
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_resume_continues_exactly(tmp_path, monkeypatch, recipe):
+    changes, prior = RECIPES[recipe]
+
+    def config(**more):
+        return _config(**changes, **more)
+
+    pretrain(config(), prior, tmp_path / "straight", progress=False)
 
     real_sample = pretrain_module.sample_batch
     calls = {"n": 0}
@@ -83,12 +154,12 @@ def test_resume_continues_exactly(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pretrain_module, "sample_batch", dies_during_step_5)
     with pytest.raises(KeyboardInterrupt):
-        pretrain(_config(), PRIOR, tmp_path / "resumed", progress=False)
+        pretrain(config(), prior, tmp_path / "resumed", progress=False)
     assert [s for s, _ in _step_losses(tmp_path / "resumed")] == [1, 2, 3, 4]  # step 4 is past the checkpoint
     validations = [json.loads(line) for line in (tmp_path / "straight" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in validations if r["kind"] == "validation"] == [0, 3, 6]
     monkeypatch.setattr(pretrain_module, "sample_batch", real_sample)
-    pretrain(_config(), PRIOR, tmp_path / "resumed", resume=True, progress=False)
+    pretrain(config(), prior, tmp_path / "resumed", resume=True, progress=False)
 
     assert _step_losses(tmp_path / "resumed") == _step_losses(tmp_path / "straight")
     straight, _ = load_checkpoint(tmp_path / "straight" / "model.pt")
@@ -131,7 +202,9 @@ def test_run_directory_guards(tmp_path):
 @pytest.mark.parametrize(
     "changes, message",
     [({"arch": "gpt"}, "arch"), ({"size": "huge"}, "size"), ({"steps": 0}, "steps"), ({"lr": 0.0}, "lr"),
-     ({"model_overrides": {"d_model": 33}}, "divisible")],
+     ({"model_overrides": {"d_model": 33}}, "divisible"), ({"schedule": "linear"}, "schedule must be one of"),
+     ({"adam_beta2": 1.0}, "adam_beta2"), ({"decay_fraction": 0.0}, "decay_fraction"),
+     ({"rows_curriculum": ((5, 64), (3, 96))}, "increasing steps"), ({"rows_curriculum": ((0, 64),)}, "positive")],
 )
 def test_train_config_validation(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -189,6 +262,23 @@ def test_cli_pretrain_and_export(tmp_path):
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
     result = runner.invoke(app, ["curves", str(tmp_path / "missing"), "--out", str(tmp_path / "c.png")])
     assert result.exit_code == 2 and "pretraining output directory" in result.output
+
+
+def test_cli_recipe_options(tmp_path):
+    runner = CliRunner()
+    args = ["pretrain", "--out", str(tmp_path / "run"), "--size", "tiny", "--steps", "3", "--batch-size", "2",
+            "--rows", "64", "--device", "cpu", "--no-bundled-validation", "--no-progress"]
+    recipe = ["--pre-ln", "--qk-norm", "--schedule", "schedule-free", "--adam-beta2", "0.95", "--lr", "3e-3",
+              "--rows-curriculum", "1:48,3:64", "--tree-fraction", "0.3", "--grad-clip", "0.5"]
+    result = runner.invoke(app, [*args, *recipe])
+    assert result.exit_code == 0, result.output
+    model, card = load_checkpoint(tmp_path / "run" / "model.pt")
+    assert model.config.norm_first and model.config.qk_norm and card.prior["tree_fraction"] == 0.3
+    assert card.training["schedule"] == "schedule-free"
+    assert [list(entry) for entry in card.training["rows_curriculum"]] == [[1, 48], [3, 64]]
+    result = runner.invoke(app, [*args[:2], str(tmp_path / "bad"), *args[3:], "--rows-curriculum", "100-128"])
+    assert result.exit_code == 2 and "--rows-curriculum takes 'STEP:ROWS,STEP:ROWS'" in result.output
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.slow

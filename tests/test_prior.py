@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
+from sklearn.tree import DecisionTreeRegressor
 
 from equibench.normalize import OUTLIER_Z
-from equibench.prior import PriorBatch, PriorConfig, sample_batch
+from equibench.prior import PriorBatch, PriorConfig, _tree_targets, sample_batch
 from equibench.prior_preview import preview_prior
 
 SMALL = PriorConfig(rows=96)
@@ -117,13 +119,41 @@ def test_no_nan_by_default_and_nan_when_injection_enabled():
 
 
 @pytest.mark.parametrize("changes", [dict(gp_fraction=1.0), dict(causal_prob=1.0), dict(causal_prob=0.0),
-                                     dict(activations=("relu",)), dict(blockwise_dropout_prob=1.0)])
+                                     dict(activations=("relu",)), dict(blockwise_dropout_prob=1.0),
+                                     dict(tree_fraction=1.0)])
 def test_each_prior_component_alone(changes):
     config = PriorConfig(rows=64, **changes)
     for seed in range(3):
         batch = draw(config, seed=seed)
         check_batch(batch, config, 8)
         assert bool(torch.isfinite(batch.x).all())
+
+
+def test_tree_targets_are_axis_aligned_trees_over_the_used_features():
+    config = PriorConfig(rows=64, tree_max_depth=2, tree_max_trees=1, noise_std_range=(1e-9, 1e-9))
+    x = torch.randn(2, 64, 6, generator=torch.Generator().manual_seed(0))
+    n_features = torch.tensor([6, 3])
+
+    def targets(x):
+        return _tree_targets(x, n_features, config, np.random.default_rng(0), torch.Generator().manual_seed(1))
+
+    y = targets(x)
+    for dataset in range(2):
+        assert len(torch.unique(y[dataset].round(decimals=5))) <= 4  # one tree of depth <= 2: <= 4 leaves
+        used = x[dataset, :, : int(n_features[dataset])].numpy()
+        fit = DecisionTreeRegressor(max_depth=4).fit(used, y[dataset].numpy())
+        assert fit.score(used, y[dataset].numpy()) > 0.999  # axis-aligned: a greedy small tree recovers it
+    unused_changed = x.clone()
+    unused_changed[1, :, 3:] = 100.0  # dataset 1 uses 3 features: the others never matter
+    assert torch.equal(targets(unused_changed)[1], y[1])
+
+
+def test_tree_fraction_zero_keeps_the_v1_prior_and_one_changes_every_target():
+    v1, explicit_zero = draw(PriorConfig(rows=96), seed=3), draw(PriorConfig(rows=96, tree_fraction=0.0), seed=3)
+    assert torch.equal(v1.x, explicit_zero.x) and torch.equal(v1.y, explicit_zero.y)
+    trees, again = draw(PriorConfig(rows=96, tree_fraction=1.0), seed=3), draw(PriorConfig(rows=96, tree_fraction=1.0), seed=3)
+    assert torch.equal(trees.y, again.y)  # seeded
+    assert not torch.equal(trees.y, v1.y)
 
 
 def test_categorical_batches_have_few_levels():
@@ -154,6 +184,8 @@ def test_config_to_dict_roundtrip_and_json():
     (dict(p_binary=1.5), "p_binary"),
     (dict(gp_fraction=-0.1), "gp_fraction"),
     (dict(nan_prob=2), "nan_prob"),
+    (dict(tree_fraction=-0.1), "tree_fraction"),
+    (dict(tree_max_depth=0), "tree_max_depth"),
     (dict(min_train_fraction=0.0), "min_train_fraction"),
     (dict(min_train_fraction=0.8, max_train_fraction=0.2), "min_train_fraction"),
     (dict(weight_std_range=(12.0, 0.01)), "weight_std_range"),

@@ -1,0 +1,196 @@
+"""The pretraining recipe study: every configuration trained for the same CPU budget from
+the same seed on one thread, then scored the same way (docs/PRETRAINING.md).
+
+    python benchmarks/recipe_study.py run NAME [NAME ...] --budget-min 10 --out runs/study \
+        --openml-cache ../shared/data/openml-cache
+    python benchmarks/recipe_study.py table --out runs/study
+
+``run`` first measures the configuration's CPU seconds per step (a 12-step run; the mean of
+steps 3-12 of ``cpu_seconds`` in its log), sets ``--steps`` so that training uses the
+budget, trains with ``equibench pretrain`` (the exact command is stored beside the results)
+and scores the final model:
+
+* held-out prior: loss and accuracy on 8 fixed batches of 8 datasets of the paper's v1 prior
+  (512 rows), whatever prior the configuration trained on;
+* scikit-learn's iris, wine, breast_cancer and digits: 5-fold accuracy, one member;
+* the study tasks of the OpenML cache (fold 0, one member): ``STUDY_TASKS``, 12 tasks with
+  at most 10 classes and 2 with more. The cache's other 21 tasks are kept aside for the
+  quality bar of the chosen recipe, so that settings are not chosen on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+#: Study tasks of the shared OpenML cache (<= 10 classes, then > 10 classes).
+STUDY_TASKS = (11, 18, 23, 29, 35, 49, 2079, 3918, 10093, 14967, 145984, 146821)
+STUDY_TASKS_MANY_CLASSES = (3022, 41)
+
+_BASE = ["--size", "small", "--batch-size", "8", "--rows", "256", "--seed", "0"]
+_FAST = ["--pre-ln", "--qk-norm", "--adam-beta2", "0.95"]
+#: name -> the ``equibench pretrain`` options that define the configuration (arch included).
+CONFIGS: dict[str, list[str]] = {
+    # the recipe of the shipped checkpoints (paper's post-LN blocks, cosine, lr 3e-4)
+    "post-ln-3e-4": [*_BASE, "--lr", "3e-4", "--warmup-steps", "50"],
+    "post-ln-1e-3": [*_BASE, "--lr", "1e-3", "--warmup-steps", "50"],
+    "pre-ln-1e-3": [*_BASE, "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50"],
+    "pre-ln-qk-3e-3": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50"],
+    "pre-ln-qk-1e-2": [*_BASE, *_FAST, "--lr", "1e-2", "--warmup-steps", "50"],
+    "pre-ln-qk-3e-3-wsd": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--schedule", "wsd"],
+    "pre-ln-qk-3e-3-sf": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--schedule", "schedule-free"],
+    "pre-ln-qk-3e-3-trees": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--tree-fraction", "0.3"],
+    "pre-ln-qk-3e-3-rows128": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--rows", "128"],
+    "pre-ln-qk-3e-3-batch32": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--grad-accumulation", "4"],
+    "pre-ln-qk-3e-3-d96l3": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--d-model", "96",
+                             "--layers", "3", "--mlp-hidden", "192"],
+}
+_CALIBRATION_STEPS = 12
+
+
+def _pretrain(options: list[str], out: Path, steps: int) -> list[str]:
+    return ["equibench", "pretrain", *options, "--steps", str(steps), "--out", str(out), "--device", "cpu",
+            "--no-progress", "--no-bundled-validation", "--validation-batches", "0",
+            "--checkpoint-every", "100", "--validate-every", str(10**9)]
+
+
+def _run(command: list[str]) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    subprocess.run(command, check=True, env=env)
+
+
+def _cpu_per_step(options: list[str]) -> float:
+    with tempfile.TemporaryDirectory() as scratch:
+        _run(_pretrain(options, Path(scratch) / "run", _CALIBRATION_STEPS))
+        records = [json.loads(line) for line in (Path(scratch) / "run/log.jsonl").read_text().splitlines()]
+    return float(np.mean([r["cpu_seconds"] for r in records if r["kind"] == "step" and r["step"] > 2]))
+
+
+def _openml_scores(checkpoint: Path, cache: Path) -> dict[str, float]:
+    from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+    from equibench.baselines.ecoc import ECOCClassifier
+    from equibench.model import read_card
+    from equibench.openml_data import load_task
+
+    arch = read_card(checkpoint).arch
+    scores = {}
+    for task_id in (*STUDY_TASKS, *STUDY_TASKS_MANY_CLASSES):
+        task = load_task(task_id, cache)
+        train, validation, test = task.split(0)
+        train = np.concatenate([train, validation])
+        if arch == "equitabpfn":
+            model = EquiTabPFNClassifier(checkpoint=checkpoint, n_estimators=1, random_state=0)
+        else:
+            model = TabPFNStarClassifier(checkpoint=checkpoint, n_estimators=1, random_state=0)
+            if len(np.unique(task.y)) > 10:
+                model = ECOCClassifier(model)
+        model.fit(task.X.iloc[train], task.y[train])
+        scores[f"task_{task_id}"] = float((model.predict(task.X.iloc[test]) == task.y[test]).mean())
+    return scores
+
+
+def score(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
+    """Held-out v1-prior loss/accuracy, bundled 5-fold accuracies and study-task accuracies."""
+    from equibench.model import load_checkpoint
+    from equibench.prior import PriorConfig
+    from equibench.validation import bundled_accuracy, prior_metrics, validation_prior_batches
+
+    model, _ = load_checkpoint(checkpoint)
+    model.eval()
+    result = prior_metrics(model, validation_prior_batches(PriorConfig(rows=512), 8, 8, "cpu"))
+    result.update(bundled_accuracy(model, n_estimators=1))
+    if openml_cache is not None:
+        result.update(_openml_scores(checkpoint, openml_cache))
+    return result
+
+
+def run(name: str, budget_s: float, out: Path, openml_cache: Path | None) -> None:
+    options = CONFIGS[name]
+    folder = out / name
+    if (folder / "score.json").exists():
+        print(f"{name}: done already", flush=True)
+        return
+    plan_path = folder / "plan.json"  # the step count of an interrupted run is kept
+    if plan_path.exists():
+        steps = json.loads(plan_path.read_text())["steps"]
+    else:
+        per_step = _cpu_per_step(options)
+        steps = max(1, int(budget_s / per_step))
+        folder.mkdir(parents=True, exist_ok=True)
+        plan_path.write_text(json.dumps({"cpu_seconds_per_step": per_step, "steps": steps}) + "\n")
+    command = _pretrain(options, folder / "run", steps)
+    print(f"{name}: {steps} steps: {shlex.join(command)}", flush=True)
+    resume = ["--resume"] if (folder / "run/train_state.pt").exists() else []
+    _run(command + resume)
+    records = [json.loads(line) for line in (folder / "run/log.jsonl").read_text().splitlines()]
+    steps_log = [r for r in records if r["kind"] == "step"]
+    result = {
+        "name": name, "command": shlex.join(command), "steps": steps,
+        "datasets": steps_log[-1]["datasets_seen"], "cpu_minutes": sum(r["cpu_seconds"] for r in steps_log) / 60,
+        "final_train_loss": float(np.mean([r["loss"] for r in steps_log[-50:]])),
+        **score(folder / "run/model.pt", openml_cache),
+    }
+    (folder / "score.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{name}: {json.dumps(result)}", flush=True)
+
+
+def table(out: Path) -> pd.DataFrame:
+    rows = [json.loads(p.read_text()) for p in sorted(out.glob("*/score.json"))]
+    frame = pd.DataFrame(rows).set_index("name")
+    few = [f"task_{t}" for t in STUDY_TASKS if f"task_{t}" in frame]
+    many = [f"task_{t}" for t in STUDY_TASKS_MANY_CLASSES if f"task_{t}" in frame]
+    summary = pd.DataFrame({
+        "steps": frame["steps"], "datasets": frame["datasets"], "CPU min": frame["cpu_minutes"].round(1),
+        "prior loss": frame["prior_loss"].round(3), "prior acc.": (100 * frame["prior_accuracy"]).round(1),
+        **{name: (100 * frame[f"{name}_accuracy"]).round(1) for name in ("iris", "wine", "breast_cancer", "digits")},
+    })
+    if few:
+        summary["OpenML <=10 mean"] = (100 * frame[few].mean(axis=1)).round(1)
+    if many:
+        summary["OpenML >10 mean"] = (100 * frame[many].mean(axis=1)).round(1)
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_parser = sub.add_parser("run")
+    run_parser.add_argument("names", nargs="+", choices=list(CONFIGS))
+    run_parser.add_argument("--budget-min", type=float, default=10.0, help="CPU minutes of training per run")
+    run_parser.add_argument("--out", type=Path, default=Path("runs/study"))
+    run_parser.add_argument("--openml-cache", type=Path)
+    table_parser = sub.add_parser("table")
+    table_parser.add_argument("--out", type=Path, default=Path("runs/study"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.command == "table":
+        summary = table(args.out)
+        print("| configuration | " + " | ".join(summary.columns) + " |")
+        print("|---|" + "---:|" * len(summary.columns))
+        for name, values in summary.iterrows():
+            print(f"| {name} | " + " | ".join(f"{v:g}" for v in values) + " |")
+        return
+    cache = None
+    if args.openml_cache:
+        from equibench.openml_data import working_cache
+
+        cache = working_cache(args.openml_cache, args.out / "openml-cache")
+    for name in args.names:
+        started = time.perf_counter()
+        run(name, 60 * args.budget_min, args.out, cache)
+        print(f"{name}: {time.perf_counter() - started:.0f} s wall", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
