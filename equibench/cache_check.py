@@ -47,15 +47,21 @@ class TaskCheck:
     size_bytes: int = 0
     files: list[str] = field(default_factory=list)  # paths relative to the server directory
     missing: list[str] = field(default_factory=list)  # files that are not there
-    problems: list[str] = field(default_factory=list)  # everything that is wrong, missing files included
+    problems: list[str] = field(default_factory=list)  # what is wrong with the files that are there
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.missing
 
     @property
     def status(self) -> str:
-        return "ok" if self.ok else "missing" if self.missing and len(self.missing) == len(self.problems) else "broken"
+        return "ok" if self.ok else "broken" if self.problems else "missing"
+
+    def describe(self) -> str:
+        """What is wrong, in one line."""
+        if task_file(self.task_id, "task.xml") in self.missing:
+            return "not in the cache" + (f"; {'; '.join(self.problems)}" if self.problems else "")
+        return "; ".join([f"{name} is missing" for name in self.missing] + self.problems)
 
 
 def server_dir(cache: str | os.PathLike) -> Path:
@@ -179,7 +185,6 @@ def check_task(
             return path
         if not optional:
             check.missing.append(name)
-            check.problems.append(f"{name} is missing")
         else:
             check.files.remove(name)
         return None

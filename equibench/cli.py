@@ -316,7 +316,7 @@ def download(
         console.print(tasks_table([(check, check.status) for check in checks], f"{len(checks)} tasks in {verify}"))
         bad = [check for check in checks if not check.ok]
         for check in bad:
-            console.print(f"[red]task {check.task_id}[/red]: {escape('; '.join(check.problems))}", highlight=False)
+            console.print(f"[red]task {check.task_id}[/red]: {escape(check.describe())}", highlight=False)
         if bad:
             console.print(f"fix: {escape(fix_command(verify, [check.task_id for check in bad]))}", highlight=False, soft_wrap=True)
             raise typer.Exit(code=1)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import sleep
 from xml.parsers.expat import ExpatError
 
 from filelock import FileLock, Timeout
@@ -154,7 +154,7 @@ def _fetch(task_id: str, stage: Path, options: DownloadOptions) -> tuple[Path, T
         )
     check = check_task(root, task_id, deep=True)
     if not check.ok:
-        raise _BrokenDownload("; ".join(check.problems))
+        raise _BrokenDownload(check.describe())
     return root, check
 
 
@@ -245,7 +245,7 @@ def _download_task(task_id: str, cache: Path, manifest: Manifest, options: Downl
                     return TaskDownload(check, "failed", (
                         f"{', '.join(conflicts)} in the cache differ from the server's copy and were not written by "
                         f"equibench, so they were left as they are, and the task fails the check with them "
-                        f"({'; '.join(check.problems)}); move them away and rerun"
+                        f"({check.describe()}); move them away and rerun"
                     ), attempt)
             _record_task(manifest, check)
             return TaskDownload(check, "downloaded", attempts=attempt)
@@ -258,7 +258,7 @@ def _download_task(task_id: str, cache: Path, manifest: Manifest, options: Downl
                                     f"gave up after {attempts} attempts; last error {reason}", attempt)
             delay = min(MAX_BACKOFF_S, options.backoff_s * 2 ** (attempt - 1))
             log(f"task {task_id}: {reason}; retrying in {delay:g} s (attempt {attempt + 1} of {attempts})")
-            time.sleep(delay)
+            sleep(delay)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     raise AssertionError("unreachable")
