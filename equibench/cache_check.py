@@ -34,6 +34,10 @@ class BrokenFileError(ValueError):
     """A cached file is present but cannot be used."""
 
 
+class UnsupportedTaskError(BrokenFileError):
+    """The files are sound but describe a task equibench cannot evaluate (fetching again won't help)."""
+
+
 @dataclass
 class TaskCheck:
     """What a cache holds for one task; ``problems`` is empty when the task is usable."""
@@ -48,6 +52,7 @@ class TaskCheck:
     files: list[str] = field(default_factory=list)  # paths relative to the server directory
     missing: list[str] = field(default_factory=list)  # files that are not there
     problems: list[str] = field(default_factory=list)  # what is wrong with the files that are there
+    unsupported: bool = False  # the task itself is not a 10-fold classification task
 
     @property
     def ok(self) -> bool:
@@ -95,7 +100,7 @@ def _task_description(path: Path) -> tuple[int, str, int]:
     """(dataset id, target name, number of folds) from task.xml."""
     task = _xml(path, "oml:task")
     if str(task.get("oml:task_type_id")) != "1":
-        raise BrokenFileError(f"task.xml describes a {task.get('oml:task_type')!r} task, not supervised classification")
+        raise UnsupportedTaskError(f"task.xml describes a {task.get('oml:task_type')!r} task, not supervised classification")
     inputs = {item.get("@name"): item for item in _as_list(task.get("oml:input"))}
     try:
         data_set = inputs["source_data"]["oml:data_set"]
@@ -127,7 +132,7 @@ def _check_data(path: Path, target: str, ignored: set[str]) -> tuple[int, int, l
     if target not in names:
         raise BrokenFileError(f"dataset.arff has no target attribute {target!r}")
     if not isinstance(attributes[names.index(target)][1], list):
-        raise BrokenFileError(f"the target {target!r} of dataset.arff is not a nominal attribute")
+        raise UnsupportedTaskError(f"the target {target!r} of dataset.arff is not a nominal attribute")
     column = names.index(target)
     labels = [row[column] for row in rows]
     features = sum(1 for name in names if name != target and name not in ignored)
@@ -197,6 +202,7 @@ def check_task(
         check.dataset_id, target, n_folds = _task_description(task_xml)
         if n_folds != N_FOLDS:
             check.problems.append(f"task {task_id} has {n_folds}-fold cross-validation, not {N_FOLDS}-fold")
+            check.unsupported = True
         files = {name: present(dataset_file(check.dataset_id, name), name in OPTIONAL_FILES) for name in DATASET_FILES}
         description = _xml(files["description.xml"], "oml:data_set_description") if files["description.xml"] else {}
         check.name = str(description.get("oml:name", ""))
@@ -227,6 +233,7 @@ def check_task(
             _check_folds(splits, check.rows, n_folds)
     except BrokenFileError as error:
         check.problems.append(str(error))
+        check.unsupported = check.unsupported or isinstance(error, UnsupportedTaskError)
     return check
 
 

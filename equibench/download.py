@@ -75,7 +75,11 @@ class DownloadSummary:
 
 
 class _BrokenDownload(Exception):
-    """The fetched files of a task do not pass the cache check."""
+    """The fetched files of a task do not pass the cache check (a damaged transfer: retried)."""
+
+
+class UnsupportedTask(Exception):
+    """The server's task is not one equibench evaluates (not retried)."""
 
 
 def select_tasks(suite: str | None, tasks: list[str] | None) -> list[str]:
@@ -153,6 +157,8 @@ def _fetch(task_id: str, stage: Path, options: DownloadOptions) -> tuple[Path, T
             download_features_meta_data=True,
         )
     check = check_task(root, task_id, deep=True)
+    if check.unsupported:
+        raise UnsupportedTask(check.describe())
     if not check.ok:
         raise _BrokenDownload(check.describe())
     return root, check
@@ -274,12 +280,14 @@ def download_tasks(
     cache = Path(cache)
     if cache.exists() and not cache.is_dir():
         raise ValueError(f"--cache {str(cache)!r} is a file; pass a folder (it is created if missing)")
-    (cache / PARTIAL_DIR).mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
     try:
+        (cache / PARTIAL_DIR).mkdir(parents=True, exist_ok=True)
         lock = FileLock(cache / LOCK_FILE).acquire(timeout=0)
     except Timeout:
         raise ValueError(f"another `equibench download` is writing {str(cache)!r}; wait for it to finish") from None
+    except OSError as error:
+        raise ValueError(f"cannot write to --cache {str(cache)!r} ({error.strerror}); pass a writable folder") from None
     with lock:
         for leftover in (cache / PARTIAL_DIR).iterdir():  # staging folders of a killed download
             shutil.rmtree(leftover, ignore_errors=True)
@@ -289,9 +297,12 @@ def download_tasks(
                    TextColumn("[red]{task.fields[failed]} failed"), TimeElapsedColumn()]
         with Progress(*columns, console=console, disable=not progress) as bar:
             job = bar.add_task("download", total=len(task_ids), failed=0)
+
+            def log(line: str) -> None:
+                bar.console.print(escape(line), highlight=False)
+
             for task_id in task_ids:
                 bar.update(job, description=f"task {task_id}")
-                log = (lambda line: bar.console.print(escape(line), highlight=False))
                 summary.results.append(_download_task(task_id, cache, manifest, options, log))
                 bar.update(job, advance=1, failed=len(summary.failed))
             bar.update(job, description="download")

@@ -68,7 +68,7 @@ def test_a_full_download_fills_a_cache_that_verifies_and_a_rerun_fetches_nothing
     with OpenMLServer(_documents()) as server:
         summary = download_tasks([*TASK_IDS, "demo-iris"], tmp_path / "cache", _options(server), progress=False)
         assert [r.status for r in summary.results] == ["downloaded"] * 3 + ["built-in"] and not summary.failed
-        for result, task in zip(summary.results, TASKS):
+        for result, task in zip(summary.results, TASKS, strict=False):
             check = result.check
             assert (check.dataset_id, check.name, check.rows, check.features, check.classes) == (
                 task.dataset_id, task.name, task.rows, task.features, task.classes)
@@ -162,12 +162,34 @@ def test_a_failing_server_is_retried_with_backoff_then_recovers(tmp_path, monkey
         assert summary.results[0].status == "downloaded"
 
 
-def test_an_unknown_task_fails_at_once_without_retries(tmp_path, monkeypatch):
-    monkeypatch.setattr(download_module, "sleep", lambda s: pytest.fail("an unknown task is not retried"))
-    with OpenMLServer(_documents()) as server:
-        summary = download_tasks(["999"], tmp_path / "cache", _options(server), progress=False)
-    assert summary.failed == ["999"] and "error 151" in summary.results[0].error
-    assert summary.results[0].attempts == 1
+def test_unknown_and_unsupported_tasks_fail_at_once_without_retries(tmp_path, monkeypatch):
+    monkeypatch.setattr(download_module, "sleep", lambda s: pytest.fail("a permanent error is not retried"))
+    documents = _documents()
+    documents["/api/v1/xml/task/103"] = documents["/api/v1/xml/task/103"].replace(
+        "<oml:task_type_id>1<", "<oml:task_type_id>2<").replace("Supervised Classification", "Supervised Regression")
+    with OpenMLServer(documents) as server:
+        summary = download_tasks(["999", "103"], tmp_path / "cache", _options(server), progress=False)
+    assert summary.failed == ["999", "103"] and [r.attempts for r in summary.results] == [1, 1]
+    assert "error 151" in summary.results[0].error
+    assert "'Supervised Regression' task, not supervised classification" in summary.results[1].error
+    assert not server_dir(tmp_path / "cache").exists()  # nothing of either was installed
+
+
+def test_bad_download_options_are_one_line_errors(tmp_path):
+    (tmp_path / "file").write_text("")
+    runner = CliRunner()
+    cases = [
+        (["--cache", str(tmp_path / "file"), "--tasks", "5"], "is a file"),
+        (["--cache", str(tmp_path / "c"), "--tasks", "5", "--server", "ftp://x"], "--server must be an OpenML API URL"),
+        (["--cache", str(tmp_path / "c"), "--tasks", "5", "--retries", "-1"], "--retries must be 0 or more"),
+        (["--cache", str(tmp_path / "c")], "name the tasks to fetch"),
+        (["--verify", str(tmp_path)], "is not an OpenML cache"),
+        (["--suite", "nope", "--cache", str(tmp_path / "c")], "neither a built-in suite"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, ["download", *args])
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
 
 
 def test_verify_detects_corrupted_files_and_the_fix_command_repairs_them(tmp_path):
@@ -188,7 +210,8 @@ def test_verify_detects_corrupted_files_and_the_fix_command_repairs_them(tmp_pat
         assert any("datasets/201/dataset.arff changed" in p for p in checks["101"].problems)
         assert any("dataset.arff has" in p or "not a readable ARFF" in p for p in checks["101"].problems)
         assert any("in several" in p or "in no test fold" in p for p in checks["102"].problems)
-        assert checks["103"].problems == ["datasets/203/description.xml changed since it was downloaded (size or checksum differs)"]
+        assert checks["103"].problems == [
+            "datasets/203/description.xml changed since it was downloaded (size or checksum differs)"]
 
         result = runner.invoke(app, ["download", "--verify", str(cache)])
         assert result.exit_code == 1 and "broken" in result.output
