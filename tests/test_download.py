@@ -143,10 +143,10 @@ def test_a_failing_server_is_retried_with_backoff_then_recovers(tmp_path, monkey
     monkeypatch.setattr(download_module, "sleep", waits.append)
     with OpenMLServer(_documents()) as server:
         server.fail("/task/101", Fault("status", 503), Fault("status", 500))
-        server.fail("/data/v1/download/202/", Fault("stall", seconds=1.5))  # longer than the timeout
+        server.fail("/data/v1/download/202/", Fault("stall", seconds=4.0))  # longer than the timeout
         server.fail("/api_splits/get/103/", Fault("truncate"))
         server.fail("/data/features/203", Fault("status", 502))
-        summary = download_tasks(TASK_IDS, tmp_path / "cache", _options(server, timeout_s=0.5), progress=False)
+        summary = download_tasks(TASK_IDS, tmp_path / "cache", _options(server, timeout_s=2.0), progress=False)
         assert [r.status for r in summary.results] == ["downloaded"] * 3
         assert [r.attempts for r in summary.results] == [3, 2, 3]
         assert waits == [0.01, 0.02, 0.01, 0.01, 0.02]  # doubling per task, reset for the next one
