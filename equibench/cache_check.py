@@ -5,8 +5,10 @@
 
 A task passes when its files are present and parseable, it is a classification task whose
 target is a nominal attribute, its first repeat has 10 folds whose test parts cover every
-row exactly once, and at least two classes have rows. Read-only: openml itself is not used
-(it writes pickles into the cache and deletes the entries it cannot load).
+row exactly once, every row has a declared class and at least two classes have rows, the
+row count agrees with qualities.xml, and the files `equibench download` wrote still have
+the checksums it recorded (see cache_manifest). Read-only: openml itself is not used (it
+writes pickles into the cache and deletes the entries it cannot load).
 """
 
 from __future__ import annotations
@@ -181,17 +183,16 @@ def check_task(
 
     def present(name: str, optional: bool = False) -> Path | None:
         path = root / name
-        check.files.append(name)
         if path.is_file():
+            check.files.append(name)
             check.size_bytes += path.stat().st_size
             recorded = manifest.files.get(name) if manifest else None
             if recorded and (path.stat().st_size != recorded["bytes"] or checksums and file_digest(path) != recorded["sha256"]):
                 check.problems.append(f"{name} changed since it was downloaded (size or checksum differs)")
             return path
         if not optional:
+            check.files.append(name)
             check.missing.append(name)
-        else:
-            check.files.remove(name)
         return None
 
     try:
