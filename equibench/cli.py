@@ -307,6 +307,59 @@ def evaluate(
 
 
 @app.command()
+def download(
+    suite: Annotated[Optional[str], typer.Option(help="gt10, le10 or a suite file (.toml/.yaml); its OpenML tasks are fetched (demo tasks need none).")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="The OpenML cache to fill (created if missing); give it to `evaluate --openml-cache` later.")] = None,
+    tasks: Annotated[Optional[str], typer.Option(help="Only these OpenML task ids, e.g. 5,7,41 (of the suite, if one is given).")] = None,
+    verify: Annotated[Optional[Path], typer.Option(help="Check this cache offline instead (files parse, 10 folds cover every row once, classes); the tasks of --suite/--tasks, default all it holds.")] = None,
+    server: Annotated[str, typer.Option(help="OpenML REST API to fetch from (a mirror or a local server).")] = "https://www.openml.org/api/v1/xml",
+    retries: Annotated[int, typer.Option(help="Further attempts at a task after a transient error (connection, timeout, 5xx), with doubling waits.")] = 4,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to connect or send data.")] = 60.0,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Fetch a suite's OpenML tasks into a portable cache (resumable), or --verify a cache offline."""
+    from .cache_check import cached_task_ids, check_cache, fix_command
+    from .download import DownloadOptions, download_tasks, select_tasks, tasks_table
+
+    try:
+        task_list = None if tasks is None else [str(task_id) for task_id in _int_list(tasks, "--tasks")]
+        if verify is not None:
+            if cache is not None:
+                raise ValueError("--verify names the cache to check; leave out --cache")
+            if not (verify / "org").is_dir():
+                raise ValueError(f"{str(verify)!r} is not an OpenML cache (no org/ folder inside); pass the folder given to --cache")
+            task_ids = select_tasks(suite, task_list) if suite or task_list else cached_task_ids(verify)
+            checks = check_cache(verify, [task_id for task_id in task_ids if not task_id.startswith("demo-")])
+        else:
+            if cache is None:
+                raise ValueError("--cache DIR is required: the folder to download into (or pass --verify DIR)")
+            options = DownloadOptions(server=server, retries=retries, timeout_s=timeout)
+            summary = download_tasks(select_tasks(suite, task_list), cache, options, progress=progress, console=errors)
+    except ValueError as error:
+        raise _fail(error) from None
+    if verify is not None:
+        console.print(tasks_table([(check, check.status) for check in checks], f"{len(checks)} tasks in {verify}"))
+        bad = [check for check in checks if not check.ok]
+        for check in bad:
+            console.print(f"[red]task {check.task_id}[/red]: {escape(check.describe())}", highlight=False)
+        if bad:
+            console.print(f"fix: {escape(fix_command(verify, [check.task_id for check in bad]))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(code=1)
+        console.print(f"all {len(checks)} tasks complete; evaluate offline with --openml-cache {escape(str(verify))}")
+        return
+    console.print(tasks_table([(result.check, result.status) for result in summary.results], f"{cache}"))
+    for result in summary.results:
+        if result.error:
+            console.print(f"[red]task {result.check.task_id}[/red]: {escape(result.error)}", highlight=False)
+    if summary.failed:
+        console.print(f"[red]missing tasks[/red]: {', '.join(summary.failed)}; rerun the same command to retry them "
+                      "(what is complete is kept)", highlight=False)
+        raise typer.Exit(code=1)
+    console.print(f"cache complete; check it with `equibench download --verify {escape(str(cache))}`, "
+                  f"use it with `equibench evaluate --openml-cache {escape(str(cache))}`", highlight=False)
+
+
+@app.command()
 def methods() -> None:
     """The methods `equibench evaluate` can run, and whether each can run here."""
     import importlib.util

@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from .backends import CellBackend, LocalBackend
@@ -221,6 +222,15 @@ def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_c
     return suite, CellContext(working, config.seed, method_settings), fingerprint, infos
 
 
+def _warn_of_cache_gaps(config: EvaluateConfig, console: Console) -> None:
+    """Name the OpenML tasks the given cache lacks before any task loads or cell runs."""
+    from .cache_check import missing_tasks_message
+
+    message = missing_tasks_message(load_suite(config.suite), config.resolved_openml_cache())
+    if message:
+        console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
+
+
 def evaluate(
     config: EvaluateConfig,
     out_dir: str | os.PathLike,
@@ -238,6 +248,7 @@ def evaluate(
     out_dir.mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
     store = ResultsStore(out_dir)
+    _warn_of_cache_gaps(config, console)
     suite, context, fingerprint, infos = _prepare(config, out_dir, store, rerun_changed and not dry_run)
     cells = plan_cells(config, suite, infos)
     finished = store.finished_keys()

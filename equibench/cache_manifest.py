@@ -1,0 +1,71 @@
+"""``DIR/equibench-download.json``: what `equibench download` wrote into an OpenML cache.
+
+    files   path (relative to DIR/org/openml/www) -> {"sha256", "bytes"} of every file it wrote
+    tasks   task id -> {"dataset_id", "name", "rows", "features", "classes", "files": [paths]}
+            of every task it found complete (downloaded, or already there and checked)
+
+Files of a cache that are not in ``files`` were put there by someone else: equibench never
+replaces them. The record is replaced atomically, so a kill never leaves it half written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+MANIFEST = "equibench-download.json"
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``
+    (kept here rather than reused from results_store, which imports torch)."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@dataclass
+class Manifest:
+    path: Path
+    files: dict[str, dict] = field(default_factory=dict)
+    tasks: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, cache: str | os.PathLike) -> Manifest:
+        path = Path(cache) / MANIFEST
+        if not path.is_file():
+            return cls(path)
+        try:
+            data = json.loads(path.read_text())
+            return cls(path, dict(data["files"]), dict(data["tasks"]))
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"{str(path)!r} is not a download record of equibench ({error}); move it away and rerun"
+            ) from None
+
+    def save(self) -> None:
+        _atomic_write_text(self.path, json.dumps({"files": self.files, "tasks": self.tasks}, indent=1, sort_keys=True) + "\n")
+
+    def record_file(self, name: str, path: Path) -> None:
+        self.files[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}
