@@ -186,14 +186,19 @@ def export(
     run_or_checkpoint: Annotated[Path, typer.Argument(help="A pretraining output directory or a model.pt file.")],
     out: Annotated[Path, typer.Option(help="Destination file, e.g. model/checkpoints/equitabpfn-small.pt.")],
     weights_dtype: Annotated[WeightsDtype, typer.Option(help="Storage precision of the weights.")] = "float16",
+    overwrite: Annotated[bool, typer.Option(help="Replace --out when it exists.")] = False,
 ) -> None:
     """Copy a trained model into a (smaller) shippable checkpoint, keeping its model card."""
     source = run_or_checkpoint / "model.pt" if run_or_checkpoint.is_dir() else run_or_checkpoint
     try:
+        if out.is_dir():
+            raise ValueError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'model.pt')!r}")
+        if out.exists() and not overwrite:
+            raise ValueError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")
         model, card = load_checkpoint(source)
-    except CheckpointError as error:
+        path = save_checkpoint(model, out, card, weights_dtype=WeightsDtype(weights_dtype).value)
+    except (ValueError, OSError) as error:
         raise _fail(error) from None
-    path = save_checkpoint(model, out, card, weights_dtype=WeightsDtype(weights_dtype).value)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {card.steps} steps)")
 
 
@@ -208,7 +213,7 @@ def curves(
 
     try:
         path = plot_training_curves({run.name: run for run in runs}, out, smoothing=smoothing)
-    except FileNotFoundError as error:
+    except (ValueError, OSError) as error:
         raise _fail(error) from None
     console.print(f"wrote {path}")
 
@@ -230,7 +235,7 @@ def prior_preview(
 
     try:
         path = preview_prior(out, PriorConfig(rows=rows), seed=seed, n_batches=batches)
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         raise _fail(error) from None
     console.print(f"wrote {path}")
 
@@ -391,7 +396,7 @@ def equivariance(
             **({"checkpoints": tuple(checkpoints)} if checkpoints else {}),
         )
         frame = run_equivariance(config, out, toy=toy, toy_grid=toy_grid, log=lambda line: console.print(line, highlight=False))
-    except (ValueError, CheckpointError) as error:
+    except (ValueError, OSError) as error:
         raise _fail(error) from None
     table = Table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
                   title="arg-max changes (% of test rows) by ensemble size E")
