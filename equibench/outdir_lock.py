@@ -60,6 +60,7 @@ def locked_folder(folder: str | os.PathLike) -> Iterator[HeldLock]:
             f"{str(folder)!r} is in use by {_holder(folder)}; wait for it to finish, stop it, or choose another "
             "output folder"
         ) from None
+    held = None
     try:
         record = {
             "pid": os.getpid(), "host": socket.gethostname(),
@@ -72,9 +73,9 @@ def locked_folder(folder: str | os.PathLike) -> Iterator[HeldLock]:
     finally:
         (folder / HOLDER_FILE).unlink(missing_ok=True)
         lock.release()
-    if held.remove_folder and not (folder / HOLDER_FILE).exists():  # unless another process took it over
-        (folder / LOCK_FILE).unlink(missing_ok=True)
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
+        if held is not None and held.remove_folder and not (folder / HOLDER_FILE).exists():  # unless taken over
+            (folder / LOCK_FILE).unlink(missing_ok=True)
+            try:
+                folder.rmdir()
+            except OSError:
+                pass

@@ -177,7 +177,11 @@ class MemberTransform:
             self.quantile_ = QuantileTransformer(
                 n_quantiles=max(2, min(1000, values.shape[0])), output_distribution="normal"
             )
-            self.quantile_.fit(_infinite_as_nan(values))
+            # sklearn's quantile map has absolute tolerances (1e-7): work on values of magnitude ~1,
+            # scaled by a power of two per column (exact, and the map is scale-invariant otherwise)
+            finite = np.where(np.isfinite(values), np.abs(values), 0.0)
+            self.exponent_ = np.frexp(finite.max(axis=0, initial=0.0))[1] if values.size else 0
+            self.quantile_.fit(_infinite_as_nan(np.ldexp(values, -self.exponent_)))
         x = torch.from_numpy(self._variant(values))
         self.mean_, self.std_ = fit_normalization(x)
         return self._finish(x)
@@ -189,7 +193,7 @@ class MemberTransform:
     def _variant(self, values: np.ndarray) -> np.ndarray:
         if self.spec.variant == "none":
             return values
-        mapped = self.quantile_.transform(_infinite_as_nan(values))
+        mapped = self.quantile_.transform(_infinite_as_nan(np.ldexp(values, -self.exponent_)))
         return np.where(np.isinf(values), values, mapped)  # keep +-inf visible to the indicator
 
     def _finish(self, x: torch.Tensor) -> torch.Tensor:

@@ -121,8 +121,6 @@ def atomic_torch_save(payload, path: str | os.PathLike) -> Path:
 
 
 def _read_payload(path: Path) -> dict:
-    if str(path) in ("", "."):
-        raise CheckpointError("the checkpoint path is empty; pass the path of a file written by `equibench pretrain`")
     if path.is_dir():
         raise CheckpointError(
             f"checkpoint {str(path)!r} is a folder, not a file; pass the checkpoint file inside it (a pretraining "
@@ -155,6 +153,8 @@ def _read_payload(path: Path) -> dict:
 
 def load_checkpoint(path: str | os.PathLike) -> tuple[nn.Module, ModelCard]:
     """Load a model (float32, eval mode, on CPU) and its card, validating the file."""
+    if not str(path).strip():
+        raise CheckpointError("the checkpoint path is empty; pass the path of a file written by `equibench pretrain`")
     path = Path(path)
     payload = _read_payload(path)
     try:
