@@ -608,3 +608,13 @@ def test_14_backward_fold_ranges_and_rejected_runs_leave_no_folder(tmp_path):
                                       "--out", str(tmp_path / "b")])
     assert "folds 0..9" in _clean_error(result)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_13_an_unwritable_out_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    def denied(self):
+        raise PermissionError(13, "Permission denied", str(self.root / "results.csv"))
+
+    monkeypatch.setattr(ResultsStore, "write_table", denied)
+    result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0",
+                                      "--out", str(tmp_path / "run"), "--no-progress"])
+    assert "Permission denied: '" in _clean_error(result) and "choose a folder you can write to" in result.output
