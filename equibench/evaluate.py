@@ -96,6 +96,12 @@ def _fingerprint(config: EvaluateConfig, method_settings: dict) -> dict:
     methods = {name: {} for name in METHODS}
     for name in ("equitabpfn", "tabpfn-star"):
         path = Path(method_settings[name]["checkpoint"])
+        option = f"--{name}-checkpoint"
+        if not {"equitabpfn": config.equitabpfn_checkpoint, "tabpfn-star": config.tabpfn_star_checkpoint}[name].strip():
+            raise ValueError(f"{option} is empty; pass `default` or a checkpoint file written by `equibench pretrain`")
+        if path.is_dir():
+            raise ValueError(f"{option} {str(path)!r} is a folder; pass the checkpoint file inside it (a pretraining "
+                             "output folder holds model.pt)")
         if not path.is_file():
             raise ValueError(f"{name} checkpoint {str(path)!r} does not exist; pass a file written by `equibench pretrain`")
         if read_card(path).arch != name:
