@@ -345,7 +345,7 @@ def pretrain(
         if not all(torch.isfinite(tensor).all() for tensor in model.state_dict().values()):
             raise NonFiniteLossError(
                 f"step {step}: the weights are no longer finite (training diverged); nothing was written, the last "
-                f"checkpoint in {str(out_dir)!r} is kept. Lower --lr (now {config.lr:g}) or --grad-clip"
+                f"checkpoint in {str(out_dir)!r} is kept. Lower --lr (now {config.lr:g}) and start a new --out"
             )
         atomic_torch_save(
             {

@@ -24,7 +24,7 @@ import pandas as pd
 from . import report_figures as figures
 from . import report_tables as tables
 from .outdir_lock import locked_folder
-from .results_store import COLUMNS, atomic_write_text, read_cells
+from .results_store import atomic_write_text, read_cells, results_table
 
 REQUIRED_COLUMNS = ["suite", "task_id", "fold", "method", "variant", "status", "reason", "accuracy", "auc", "f1",
                     "time_fit_s", "time_predict_s"]
@@ -40,9 +40,10 @@ def _evaluate_hint(results_dir: Path, suite: str = "SUITE") -> str:
     return f"`equibench evaluate --suite {suite} --out {results_dir}`"
 
 
-def _cell_rows(results_dir: Path) -> pd.DataFrame | None:
-    """The committed cells of a results directory (cells/*.json, the store's truth), or None
-    when it has none; a ValueError when some are damaged."""
+def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
+    """The committed cells of a results directory (cells/*.json, the store's truth) as
+    results.csv would hold them, and whether its results.csv is current; None when it has no
+    cells; a ValueError when some are damaged."""
     if not any((results_dir / "cells").glob("*.json")):
         return None
     rows, damaged = read_cells(results_dir)
@@ -50,8 +51,13 @@ def _cell_rows(results_dir: Path) -> pd.DataFrame | None:
         key, reason = next(iter(damaged.items()))
         raise ValueError(f"{len(damaged)} stored cells of {str(results_dir)!r} are damaged (e.g. {key}: {reason}); "
                          f"rerun {_evaluate_hint(results_dir)} to recompute them, then the report")
-    text = pd.DataFrame(list(rows.values()), columns=COLUMNS).to_csv(index=False)
-    return pd.read_csv(io.StringIO(text), dtype=_DTYPES)  # the same types as results.csv gives
+    text = results_table(list(rows.values())).to_csv(index=False)
+    snapshot = results_dir / "results.csv"
+    current = snapshot.is_file() and snapshot.read_text(errors="replace") == text
+    source = f"{len(rows)} committed cells in cells/"
+    if not current:
+        source += " (its results.csv, a snapshot, was stale)" if snapshot.is_file() else " (it has no results.csv)"
+    return pd.read_csv(io.StringIO(text), dtype=_DTYPES), source  # the same types as results.csv gives
 
 
 def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
@@ -60,11 +66,9 @@ def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
     path = results_dir / "results.csv"
     if not results_dir.is_dir():
         raise ValueError(f"results directory {str(results_dir)!r} does not exist (or is not a directory): run {_evaluate_hint(results_dir)} first")
-    rows = _cell_rows(results_dir)
-    if rows is not None:
-        source = f"{len(rows)} committed cells in cells/"
-        if path.is_file() and _csv_length(path) != len(rows):
-            source += " (its results.csv, a snapshot, was stale)"
+    cells = _cell_rows(results_dir)
+    if cells is not None:
+        rows, source = cells
     elif not path.is_file():
         raise ValueError(f"{str(results_dir)!r} has no results.csv: run (or rerun, to resume) {_evaluate_hint(results_dir)}")
     else:
@@ -83,13 +87,6 @@ def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
         raise ValueError(f"{str(path)!r} has no ok rows ({counts}): run {_evaluate_hint(results_dir, suite)} with "
                          "methods that can run here (see `equibench methods`) and rerun it until cells succeed")
     return rows, source
-
-
-def _csv_length(path: Path) -> int | None:
-    try:
-        return len(pd.read_csv(path, usecols=[0]))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError):
-        return None
 
 
 def load_results(results_dirs: list[Path]) -> tuple[pd.DataFrame, int, list[str]]:

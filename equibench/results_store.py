@@ -104,8 +104,7 @@ class ResultsStore:
                     (self.root / relative).unlink(missing_ok=True)
 
     def table(self) -> pd.DataFrame:
-        frame = pd.DataFrame(self.rows(), columns=["key", *COLUMNS])
-        return frame.drop(columns="key").sort_values(["suite", "task_id", "fold", "method", "variant"], kind="stable")
+        return results_table(self.rows())
 
     def write_table(self) -> Path:
         table = self.table()
@@ -116,6 +115,12 @@ class ResultsStore:
         """Refresh results.csv at most every ``table_interval_s`` seconds (cells/ is the truth)."""
         if time.monotonic() - self._table_written >= self.table_interval_s:
             self.write_table()
+
+
+def results_table(rows: list[dict]) -> pd.DataFrame:
+    """The rows as the results.csv table: its columns, sorted by cell."""
+    frame = pd.DataFrame(rows, columns=["key", *COLUMNS])
+    return frame.drop(columns="key").sort_values(["suite", "task_id", "fold", "method", "variant"], kind="stable")
 
 
 def read_cell(path: Path) -> dict:

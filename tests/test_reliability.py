@@ -293,8 +293,9 @@ def test_6_report_reads_the_cells_not_a_stale_table(demo_results, tmp_path):
     stale = build_report([results], tmp_path / "stale").read_text()
     assert "24 committed cells in cells/ (its results.csv, a snapshot, was stale)" in stale
     assert stale.split("## Suite", 1)[1] == full.split("## Suite", 1)[1]
+    assert "24 committed cells in cells/)" in full  # results.csv was current
     (results / "results.csv").unlink()
-    assert "24 committed cells in cells/" in build_report([results], tmp_path / "none").read_text()
+    assert "24 committed cells in cells/ (it has no results.csv)" in build_report([results], tmp_path / "none").read_text()
 
 
 # -- 7. damaged probability files are recomputed --------------------------------------------
