@@ -293,7 +293,7 @@ def pretrain(
                 f"cannot resume {str(out_dir)!r}: the settings differ from the saved run in {changed}; "
                 "use the same options as the original command, or a new --out directory"
             )
-    else:
+    elif ddp.is_main:  # alone: another rank could see files rank 0 has just written
         _check_fresh_out_dir(out_dir, overwrite)
 
     torch.manual_seed(config.seed)
