@@ -86,7 +86,16 @@ def _results(tmp_path: Path, name: str = "results", config: EvaluateConfig = QUI
 @pytest.fixture(scope="module")
 def demo_results(tmp_path_factory) -> Path:
     return _results(tmp_path_factory.mktemp("demo"), config=EvaluateConfig(
-        suite="demo", methods=("knn", "linear-model"), folds=(0, 1), **TINY))
+        suite="demo", methods=("knn", "decision-tree"), folds=(0,), **TINY))
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory) -> Path:
+    return _results(tmp_path_factory.mktemp("quick"))
+
+
+def _copy(results: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(results, tmp_path / "results"))
 
 
 def test_1_report_removes_only_its_own_earlier_files(demo_results, tmp_path):
@@ -99,7 +108,7 @@ def test_1_report_removes_only_its_own_earlier_files(demo_results, tmp_path):
     # a second report whose suite is named differently writes other files: the first one's go, the user's stay
     (tmp_path / "other.yaml").write_text("name: other\ntasks: [demo-iris, demo-wine, demo-digits]\n")
     build_report([_results(tmp_path, "other", EvaluateConfig(suite=str(tmp_path / "other.yaml"),
-                                                              methods=("knn", "linear-model"), folds=(0, 1), **TINY))], out)
+                                                              methods=("knn", "decision-tree"), folds=(0, 1), **TINY))], out)
     _assert_survived(user)
     assert not [name for name in first if name.startswith(("tables/demo", "figures/demo")) and (out / name).exists()]
     assert (out / "tables" / "other_aggregate.csv").is_file()
@@ -156,12 +165,12 @@ def test_2_evaluate_and_dry_run_keep_other_temporary_files(tmp_path):
     assert not own.exists()
 
 
-def test_2_dry_run_writes_nothing(tmp_path):
-    evaluate(QUICK, tmp_path / "run", progress=False)
-    before = {path: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")}
-    summary = evaluate(QUICK, tmp_path / "run", dry_run=True, progress=False)
+def test_2_dry_run_writes_nothing(tmp_path, quick_results):
+    run = _copy(quick_results, tmp_path)
+    before = {path: path.stat().st_mtime_ns for path in run.rglob("*")}
+    summary = evaluate(QUICK, run, dry_run=True, progress=False)
     assert summary.pending == []
-    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")} == before
+    assert {path: path.stat().st_mtime_ns for path in run.rglob("*")} == before
     evaluate(QUICK, tmp_path / "new", dry_run=True, progress=False)
     assert not (tmp_path / "new").exists()
 
@@ -291,17 +300,17 @@ def test_6_report_reads_the_cells_not_a_stale_table(demo_results, tmp_path):
     csv = (results / "results.csv").read_text().splitlines()
     (results / "results.csv").write_text("\n".join(csv[:3]) + "\n")  # a snapshot from before a kill
     stale = build_report([results], tmp_path / "stale").read_text()
-    assert "24 committed cells in cells/ (its results.csv, a snapshot, was stale)" in stale
+    assert "12 committed cells in cells/ (its results.csv, a snapshot, was stale)" in stale
     assert stale.split("## Suite", 1)[1] == full.split("## Suite", 1)[1]
-    assert "24 committed cells in cells/)" in full  # results.csv was current
+    assert "12 committed cells in cells/)" in full  # results.csv was current
     (results / "results.csv").unlink()
-    assert "24 committed cells in cells/ (it has no results.csv)" in build_report([results], tmp_path / "none").read_text()
+    assert "12 committed cells in cells/ (it has no results.csv)" in build_report([results], tmp_path / "none").read_text()
 
 
 # -- 7. damaged probability files are recomputed --------------------------------------------
 
-def test_7_truncated_emptied_or_deleted_probabilities_are_recomputed(tmp_path):
-    out = _results(tmp_path)
+def test_7_truncated_emptied_or_deleted_probabilities_are_recomputed(tmp_path, quick_results):
+    out = _copy(quick_results, tmp_path)
     probas = sorted((out / "probas").glob("*.npz"))
     probas[0].write_bytes(probas[0].read_bytes()[:100])
     probas[1].write_bytes(b"")
@@ -532,8 +541,8 @@ def test_14_resume_drops_a_torn_last_log_line_and_refuses_a_truncated_state(trai
     ('[]', "manifest.json' is damaged (no `invocations` list)"),
     ('{"invocations": []}', "manifest.json' is damaged (no `settings` with `seed` and `methods`)"),
 ])
-def test_14_a_damaged_manifest_is_named(tmp_path, content, message):
-    out = _results(tmp_path)
+def test_14_a_damaged_manifest_is_named(tmp_path, quick_results, content, message):
+    out = _copy(quick_results, tmp_path)
     (out / "manifest.json").write_text(content)
     cells = _snapshot(sorted((out / "cells").iterdir()))
     result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0", "--out", str(out)])
@@ -541,8 +550,8 @@ def test_14_a_damaged_manifest_is_named(tmp_path, content, message):
     _assert_survived(cells)
 
 
-def test_14_damaged_cell_files_are_recomputed_by_evaluate_and_named_by_report(tmp_path):
-    out = _results(tmp_path)
+def test_14_damaged_cell_files_are_recomputed_by_evaluate_and_named_by_report(tmp_path, quick_results):
+    out = _copy(quick_results, tmp_path)
     first, second = sorted((out / "cells").glob("*.json"))[:2]
     first.write_text(first.read_text()[:40])
     second.write_text('{"status": "ok"}')
