@@ -98,7 +98,8 @@ class LocalBackend(CellBackend):
             return SerialExecutor()
         threads = max(1, available_cores() // self.jobs)
         return futures.ProcessPoolExecutor(
-            self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=limit_threads, initargs=(threads,)
+            self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+            initargs=(threads, os.getpid()),
         )
 
     def submit(self, cell: Cell, context: CellContext) -> futures.Future:
@@ -122,6 +123,28 @@ class LocalBackend(CellBackend):
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
+
+    def __exit__(self, exc_type, *exc_info) -> None:
+        if exc_type is not None:  # interrupted or failed: do not wait for the cells in flight
+            self.stop_workers()
+        self.close()
+
+    def stop_workers(self) -> None:
+        """Terminate the worker processes now (their in-flight cells are lost; stored ones stay)."""
+        processes = list((getattr(self.executor, "_processes", None) or {}).values())
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(timeout=10)
+
+
+def _start_worker(threads: int, parent_pid: int) -> None:
+    """Initializer of a local worker process: its threads, and exit with its parent."""
+    from .worker_guard import exit_with_parent
+
+    limit_threads(threads)
+    exit_with_parent(parent_pid)
 
 
 def _thread_limit_plugin(threads: int):

@@ -47,6 +47,17 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return resolved
 
 
+def _check_labels_present(y: np.ndarray) -> None:
+    """Refuse missing labels (None or NaN) with the rows that have them."""
+    missing = pd.isna(y)
+    if missing.any():
+        rows = np.flatnonzero(missing)
+        raise ValueError(
+            f"y has {len(rows)} missing labels (None or NaN), e.g. at rows {rows[:5].tolist()}; drop those rows or "
+            "give them a class"
+        )
+
+
 class _PFNClassifier(ClassifierMixin, BaseEstimator):
     """Shared implementation; subclasses fix the architecture."""
 
@@ -90,6 +101,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
+        _check_labels_present(y)
         check_classification_targets(y)
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)
@@ -152,11 +164,18 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         else:
             if isinstance(checkpoint, str) and checkpoint == "default":
                 checkpoint = default_checkpoint(self._arch)
+            if isinstance(checkpoint, str) and not checkpoint.strip():
+                raise CheckpointError("checkpoint is an empty string; pass 'default' or the path of a checkpoint file")
             if not isinstance(checkpoint, (str, os.PathLike)):
                 raise ValueError(
                     f"checkpoint must be 'default', a file path or a model object, got {type(checkpoint).__name__}"
                 )
             path = Path(checkpoint).resolve()
+            if path.is_dir():
+                raise CheckpointError(
+                    f"checkpoint {str(path)!r} is a folder, not a file; pass the checkpoint file inside it (a "
+                    "pretraining output folder holds model.pt)"
+                )
             if not path.is_file():
                 raise CheckpointError(
                     f"checkpoint file {str(path)!r} does not exist; pass the path of a file written by "
@@ -184,7 +203,13 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         for transform, train_features in zip(self.transforms_, self.train_features_):
             test_features = transform.transform(values)
             total += self._member_proba(model, transform.spec.class_shift, train_features, test_features)
-        return (total / len(self.transforms_)).numpy()
+        probabilities = (total / len(self.transforms_)).numpy()
+        if not np.isfinite(probabilities).all():
+            raise FloatingPointError(
+                f"the model produced NaN or infinite probabilities for {int((~np.isfinite(probabilities)).any(axis=1).sum())} "
+                "rows; its weights are not usable (a diverged training?): use another checkpoint"
+            )
+        return probabilities
 
     def _member_proba(
         self, model: nn.Module, class_shift: int, train_features: torch.Tensor, test_features: torch.Tensor

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
+import signal
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -26,10 +28,37 @@ console = Console()
 errors = Console(stderr=True, soft_wrap=True)
 
 
-def _fail(error: Exception) -> typer.Exit:
-    """Print an actionable error on one unwrapped line; the command exits with status 2."""
-    errors.print(f"[red]error:[/red] {escape(str(error))}", highlight=False)
-    return typer.Exit(code=2)
+def _fail(error: Exception, code: int = 2) -> typer.Exit:
+    """Print an actionable error on one unwrapped line; the command exits with ``code`` (2: bad input)."""
+    errors.print(f"[red]error:[/red] {escape(_message(error))}", highlight=False)
+    return typer.Exit(code=code)
+
+
+def _message(error: Exception) -> str:
+    """One line for ``error``; an OSError names its file and what to do."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        advice = {
+            PermissionError: "choose a folder you can write to, or fix its permissions",
+            IsADirectoryError: "pass a file path, not a folder",
+            NotADirectoryError: "a part of the path is a file, not a folder: choose another path",
+            FileNotFoundError: "check the path",
+        }.get(type(error), "check the path and free disk space")
+        return f"{error.strerror}: {str(error.filename)!r}; {advice}"
+    return str(error)
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """Turn SIGTERM into KeyboardInterrupt while the block runs, so a terminated run stops
+    like a Ctrl-C one: stored work kept, workers stopped, a clear message."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @app.callback()
@@ -124,6 +153,7 @@ def pretrain(
     validation_batches: Annotated[int, typer.Option(help="Fixed prior batches used for validation.")] = 8,
     bundled_validation: Annotated[bool, typer.Option(help="Also validate on iris, wine, breast_cancer, digits.")] = True,
     resume: Annotated[bool, typer.Option(help="Continue the run saved in --out exactly.")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Start a new run in --out, replacing the model.pt, config.json, log.jsonl and train_state.pt there.")] = False,
     d_model: Annotated[Optional[int], typer.Option(help="Override the size's width.")] = None,
     layers: Annotated[Optional[int], typer.Option(help="Override the size's layer count.")] = None,
     heads: Annotated[Optional[int], typer.Option(help="Override the size's attention heads.")] = None,
@@ -135,7 +165,7 @@ def pretrain(
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes)."""
-    from .pretrain import TrainConfig, pretrain as run_pretraining
+    from .pretrain import NonFiniteLossError, TrainConfig, pretrain as run_pretraining
     from .prior import PriorConfig
 
     overrides = {
@@ -157,12 +187,16 @@ def pretrain(
         prior = PriorConfig(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction)
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"--time-limit takes a positive number of minutes, got {time_limit}")
+        if resume and overwrite:
+            raise ValueError("--resume continues the run in --out and --overwrite replaces it: pass one of them")
         outcome = run_pretraining(
             config, prior, out, resume=resume, progress=progress,
-            time_limit_s=None if time_limit is None else 60 * time_limit,
+            time_limit_s=None if time_limit is None else 60 * time_limit, overwrite=overwrite,
         )
-    except (ValueError, FileExistsError, FileNotFoundError) as error:
+    except (ValueError, OSError, CheckpointError) as error:
         raise _fail(error) from None
+    except NonFiniteLossError as error:
+        raise _fail(error, code=1) from None
     if outcome.finished:
         console.print(f"model written to {outcome.model_path}")
     else:
@@ -177,14 +211,19 @@ def export(
     run_or_checkpoint: Annotated[Path, typer.Argument(help="A pretraining output directory or a model.pt file.")],
     out: Annotated[Path, typer.Option(help="Destination file, e.g. model/checkpoints/equitabpfn-small.pt.")],
     weights_dtype: Annotated[WeightsDtype, typer.Option(help="Storage precision of the weights.")] = "float16",
+    overwrite: Annotated[bool, typer.Option(help="Replace --out when it exists.")] = False,
 ) -> None:
     """Copy a trained model into a (smaller) shippable checkpoint, keeping its model card."""
     source = run_or_checkpoint / "model.pt" if run_or_checkpoint.is_dir() else run_or_checkpoint
     try:
+        if out.is_dir():
+            raise ValueError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'model.pt')!r}")
+        if out.exists() and not overwrite:
+            raise ValueError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")
         model, card = load_checkpoint(source)
-    except CheckpointError as error:
+        path = save_checkpoint(model, out, card, weights_dtype=WeightsDtype(weights_dtype).value)
+    except (ValueError, OSError) as error:
         raise _fail(error) from None
-    path = save_checkpoint(model, out, card, weights_dtype=WeightsDtype(weights_dtype).value)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {card.steps} steps)")
 
 
@@ -199,7 +238,7 @@ def curves(
 
     try:
         path = plot_training_curves({run.name: run for run in runs}, out, smoothing=smoothing)
-    except FileNotFoundError as error:
+    except (ValueError, OSError) as error:
         raise _fail(error) from None
     console.print(f"wrote {path}")
 
@@ -221,7 +260,7 @@ def prior_preview(
 
     try:
         path = preview_prior(out, PriorConfig(rows=rows), seed=seed, n_batches=batches)
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         raise _fail(error) from None
     console.print(f"wrote {path}")
 
@@ -229,12 +268,15 @@ def prior_preview(
 def _int_list(text: str, option: str) -> tuple[int, ...]:
     """``"0,1,2"`` or ``"0-2"`` (or a mix) -> (0, 1, 2)."""
     values = []
-    try:
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            low, _, high = part.partition("-")
-            values.extend(range(int(low), int(high) + 1) if high else [int(low)])
-    except ValueError:
-        raise ValueError(f"{option} takes comma-separated integers or ranges like 0-2, got {text!r}") from None
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, _, high = part.partition("-")
+        try:
+            low, high = int(low), int(high) if high else None
+        except ValueError:
+            raise ValueError(f"{option} takes comma-separated integers or ranges like 0-2, got {text!r}") from None
+        if high is not None and high < low:
+            raise ValueError(f"{option}: the range {part} runs backwards; write it low-high, e.g. {high}-{low}")
+        values.extend(range(low, high + 1) if high is not None else [low])
     if not values:
         raise ValueError(f"{option} is empty; give e.g. {option} 0,1,2")
     return tuple(dict.fromkeys(values))
@@ -266,12 +308,17 @@ def evaluate(
     device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
     dry_run: Annotated[bool, typer.Option(help="List the cells (and which are already done) without running them.")] = False,
     rerun_changed: Annotated[bool, typer.Option(help="Replace stored cells of methods whose settings (checkpoint, weights) changed.")] = False,
+    allow_failures: Annotated[bool, typer.Option(help="Exit 0 even when cells of this run failed (they are stored as failed rows either way).")] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
-    """Evaluate methods on every task and fold of a suite; rerun the same command to resume."""
+    """Evaluate methods on every task and fold of a suite; rerun the same command to resume.
+
+    Exit status: 0 done, 1 cells of this run failed (rerun to retry them; see --allow-failures),
+    2 bad input, 130 interrupted (Ctrl-C or SIGTERM; rerun to resume)."""
     from .backends import LocalBackend, check_backend_options, make_backend
     from .evaluate import EvaluateConfig, evaluate as run_evaluation
     from .openml_data import TaskUnavailableError
+    from .outdir_lock import FolderInUseError
 
     try:
         config = EvaluateConfig(
@@ -283,13 +330,21 @@ def evaluate(
         )
         out = out or Path("results") / Path(suite).stem
         check_backend_options(jobs, scheduler)
-        with LocalBackend() if dry_run else make_backend(jobs, scheduler) as backend:
+        with _stop_on_sigterm(), LocalBackend() if dry_run else make_backend(jobs, scheduler) as backend:
             summary = run_evaluation(
                 config, out, backend=backend, dry_run=dry_run, progress=progress, console=errors,
                 rerun_changed=rerun_changed,
             )
-    except (ValueError, FileNotFoundError, CheckpointError, TaskUnavailableError) as error:
+    except (ValueError, OSError, CheckpointError, TaskUnavailableError, FolderInUseError) as error:
         raise _fail(error) from None
+    except KeyboardInterrupt:
+        errors.print(f"[yellow]interrupted:[/yellow] every finished cell is stored in {escape(str(out))}; rerun the "
+                     "same command to resume", highlight=False)
+        raise typer.Exit(code=130) from None
+    if summary.damaged:
+        errors.print(f"[yellow]{len(summary.damaged)} stored cells were damaged and "
+                     f"{'will be' if dry_run else 'were'} recomputed[/yellow], e.g. {escape(next(iter(summary.damaged.values())))}",
+                     highlight=False)
     for task_id, message in summary.task_errors.items():
         errors.print(f"[yellow]task {task_id} unavailable:[/yellow] {escape(message)}", highlight=False)
     if dry_run:
@@ -301,9 +356,13 @@ def evaluate(
         return
     written = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts.items())) or "nothing new"
     console.print(f"{len(summary.cells)} cells ({len(summary.cells) - len(summary.pending)} already done); this run: {written}")
-    if summary.counts["failed"]:
-        console.print(f"[red]failed cells[/red]: see the reason column and {out}/tracebacks/; rerun the command to retry them")
     console.print(f"results in {out}/results.csv")
+    if summary.counts["failed"]:
+        errors.print(f"[red]{summary.counts['failed']} cells of this run failed[/red]: see the reason column of "
+                     f"{escape(str(out))}/results.csv and {escape(str(out))}/tracebacks/; rerun the command to retry them",
+                     highlight=False)
+        if not allow_failures:
+            raise typer.Exit(code=1)
 
 
 @app.command()
@@ -415,7 +474,7 @@ def equivariance(
             **({"checkpoints": tuple(checkpoints)} if checkpoints else {}),
         )
         frame = run_equivariance(config, out, toy=toy, toy_grid=toy_grid, log=lambda line: console.print(line, highlight=False))
-    except (ValueError, CheckpointError) as error:
+    except (ValueError, OSError) as error:
         raise _fail(error) from None
     table = Table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
                   title="arg-max changes (% of test rows) by ensemble size E")
@@ -433,11 +492,12 @@ def report(
     out: Annotated[Path, typer.Option(help="Output directory (REPORT.md, tables/, figures/).")] = Path("results/report"),
 ) -> None:
     """Tables, figures and REPORT.md from stored evaluation results (runs no model)."""
+    from .outdir_lock import FolderInUseError
     from .report import build_report
 
     try:
         path = build_report(results, out)
-    except ValueError as error:
+    except (ValueError, OSError, FolderInUseError) as error:
         raise _fail(error) from None
     console.print(str(path), highlight=False, soft_wrap=True)
 

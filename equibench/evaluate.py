@@ -14,8 +14,10 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,7 +32,8 @@ from .backends import CellBackend, LocalBackend
 from .baselines.registry import METHODS, method_spec
 from .cells import Cell, CellContext, CellOutcome, failed_row
 from .machine import cpu_name
-from .model import default_checkpoint, read_card
+from .model import CheckpointError, default_checkpoint, read_card
+from .outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from .results_store import ResultsStore, atomic_write_text
 from .suites import Suite, load_suite, load_task
 
@@ -94,6 +97,12 @@ def _fingerprint(config: EvaluateConfig, method_settings: dict) -> dict:
     methods = {name: {} for name in METHODS}
     for name in ("equitabpfn", "tabpfn-star"):
         path = Path(method_settings[name]["checkpoint"])
+        option = f"--{name}-checkpoint"
+        if not {"equitabpfn": config.equitabpfn_checkpoint, "tabpfn-star": config.tabpfn_star_checkpoint}[name].strip():
+            raise ValueError(f"{option} is empty; pass `default` or a checkpoint file written by `equibench pretrain`")
+        if path.is_dir():
+            raise ValueError(f"{option} {str(path)!r} is a folder; pass the checkpoint file inside it (a pretraining "
+                             "output folder holds model.pt)")
         if not path.is_file():
             raise ValueError(f"{name} checkpoint {str(path)!r} does not exist; pass a file written by `equibench pretrain`")
         if read_card(path).arch != name:
@@ -188,15 +197,16 @@ class EvaluateSummary:
     pending: list[Cell]
     counts: Counter  # status -> cells written by this invocation
     task_errors: dict[str, str]  # task id -> why it could not be loaded
+    damaged: dict[str, str] = dataclasses.field(default_factory=dict)  # cell key -> why its stored files are unusable
 
 
-def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_changed: bool):
+def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_changed: bool, work_cache: Path):
     suite = load_suite(config.suite)
     method_settings = _method_settings(config)
     fingerprint = _fingerprint(config, method_settings)
     manifest_path = out_dir / MANIFEST
     if manifest_path.exists():
-        saved = json.loads(manifest_path.read_text())["settings"]
+        saved = read_manifest(manifest_path)["settings"]
         if saved["seed"] != fingerprint["seed"]:
             raise ValueError(
                 f"{str(out_dir)!r} holds results made with --seed {saved['seed']}; rerun with it to resume, "
@@ -217,7 +227,7 @@ def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_c
         if source is not None:
             from .openml_data import working_cache
 
-            working = str(working_cache(source, out_dir / "openml-cache"))
+            working = str(working_cache(source, work_cache))
     infos = _task_infos(suite, working)
     return suite, CellContext(working, config.seed, method_settings), fingerprint, infos
 
@@ -229,6 +239,12 @@ def _warn_of_cache_gaps(config: EvaluateConfig, console: Console) -> None:
     message = missing_tasks_message(load_suite(config.suite), config.resolved_openml_cache())
     if message:
         console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """A ValueError when ``out_dir`` exists but is not a folder."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
 
 
 def evaluate(
@@ -243,25 +259,61 @@ def evaluate(
     """Run the pending cells of ``config`` into ``out_dir`` (finished ones are kept; with
     ``rerun_changed``, those of methods whose settings changed are replaced). Cells run on
     ``backend`` (default: one at a time in this process); with several workers, the longest
-    (by :func:`estimated_cost`) go first so the tail of the run is short."""
+    (by :func:`estimated_cost`) go first so the tail of the run is short.
+
+    The folder is locked for the run (a second run on it is refused, naming the first); a
+    dry run only reads it. A folder this call created is removed again when the settings are
+    rejected before any cell ran."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out_dir)
     console = console or Console(stderr=True)
-    store = ResultsStore(out_dir)
     _warn_of_cache_gaps(config, console)
-    suite, context, fingerprint, infos = _prepare(config, out_dir, store, rerun_changed and not dry_run)
+    if dry_run:
+        with tempfile.TemporaryDirectory(prefix="equibench-dry-run-") as scratch:
+            store = ResultsStore(out_dir)
+            suite, _, _, infos = _prepare(config, out_dir, store, False, Path(scratch) / "openml-cache")
+            return _summary(config, out_dir, store, suite, infos)
+    created = not out_dir.exists()
+    with locked_folder(out_dir) as lock:
+        try:
+            store = ResultsStore(out_dir)
+            store.remove_stray_temporaries()
+            suite, context, fingerprint, infos = _prepare(config, out_dir, store, rerun_changed,
+                                                          out_dir / "openml-cache")
+            summary = _summary(config, out_dir, store, suite, infos)
+        except BaseException:
+            if created:  # rejected before any work: leave no folder behind
+                _empty_rejected(out_dir)
+                lock.remove_folder = True
+            raise
+        _run_cells(config, store, suite, context, fingerprint, infos, summary, backend, progress, console)
+        return summary
+
+
+def _empty_rejected(out_dir: Path) -> None:
+    """Empty the folder a rejected run created: it holds only what that run copied."""
+    for child in out_dir.iterdir():
+        if child.name not in (LOCK_FILE, HOLDER_FILE):
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+def _summary(config: EvaluateConfig, out_dir: Path, store: ResultsStore, suite: Suite, infos: dict) -> EvaluateSummary:
     cells = plan_cells(config, suite, infos)
     finished = store.finished_keys()
     pending = [cell for cell in cells if cell.key not in finished]
     task_errors = {task_id: info.error for task_id, info in infos.items() if info.error}
-    summary = EvaluateSummary(out_dir, cells, pending, Counter(), task_errors)
-    if dry_run:
-        return summary
-    invocation = _start_manifest(out_dir, config, fingerprint, len(cells), len(pending))
+    damaged = {key: reason for key, reason in store.damaged.items() if key in {cell.key for cell in cells}}
+    return EvaluateSummary(out_dir, cells, pending, Counter(), task_errors, damaged)
 
+
+def _run_cells(config, store, suite, context, fingerprint, infos, summary, backend, progress, console) -> None:
+    """Run the summary's pending cells, storing each as it finishes. An interruption
+    (Ctrl-C, SIGTERM) keeps every stored cell and marks the invocation interrupted."""
+    out_dir = summary.out_dir
+    invocation = _start_manifest(out_dir, config, fingerprint, len(summary.cells), len(summary.pending))
     runnable = []
-    for cell in pending:
-        error = task_errors.get(cell.task_id)
+    for cell in summary.pending:
+        error = summary.task_errors.get(cell.task_id)
         if error is None:
             runnable.append(cell)
             continue
@@ -277,18 +329,22 @@ def evaluate(
                    "  workers {task.fields[workers]}"),
         TimeElapsedColumn(), TimeRemainingColumn(),
     ]
-    with Progress(*columns, console=console, disable=not progress) as bar:
-        task = bar.add_task(f"evaluate {suite.name}", total=len(runnable), ok=0, skipped=0, failed=0,
-                            workers=backend.workers())
-        for cell, outcome in _run(runnable, context, backend):
-            store.write(cell.key, outcome.row, outcome.proba, outcome.arrays, outcome.traceback)
-            summary.counts[outcome.row["status"]] += 1
-            bar.update(task, advance=1, workers=backend.workers(),
-                       **{s: summary.counts[s] for s in ("ok", "skipped", "failed")})
-            store.write_table_if_due()
+    try:
+        with Progress(*columns, console=console, disable=not progress) as bar:
+            task = bar.add_task(f"evaluate {suite.name}", total=len(runnable), ok=0, skipped=0, failed=0,
+                                workers=backend.workers())
+            for cell, outcome in _run(runnable, context, backend):
+                store.write(cell.key, outcome.row, outcome.proba, outcome.arrays, outcome.traceback)
+                summary.counts[outcome.row["status"]] += 1
+                bar.update(task, advance=1, workers=backend.workers(),
+                           **{s: summary.counts[s] for s in ("ok", "skipped", "failed")})
+                store.write_table_if_due()
+    except BaseException:
+        store.write_table()
+        _finish_manifest(out_dir, invocation, summary.counts, interrupted=True)
+        raise
     store.write_table()
     _finish_manifest(out_dir, invocation, summary.counts)
-    return summary
 
 
 def _run(cells: list[Cell], context: CellContext, backend: CellBackend):
@@ -320,9 +376,26 @@ def _run(cells: list[Cell], context: CellContext, backend: CellBackend):
             in_flight.clear()
 
 
+def read_manifest(path: Path) -> dict:
+    """manifest.json, checked: a ValueError names the file and what to do when it is damaged."""
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("invocations"), list):
+            raise ValueError("no `invocations` list")
+        settings = manifest.get("settings")
+        if not isinstance(settings, dict) or "seed" not in settings or not isinstance(settings.get("methods"), dict):
+            raise ValueError("no `settings` with `seed` and `methods`")
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ValueError(
+            f"{str(path)!r} is damaged ({error}); move it aside (the stored cells are kept, only the run history "
+            "and the settings check are lost) or pass a new --out directory"
+        ) from None
+    return manifest
+
+
 def _start_manifest(out_dir: Path, config: EvaluateConfig, fingerprint: dict, n_cells: int, n_pending: int) -> int:
     path = out_dir / MANIFEST
-    manifest = json.loads(path.read_text()) if path.exists() else {"invocations": []}
+    manifest = read_manifest(path) if path.exists() else {"invocations": []}
     manifest["settings"] = fingerprint
     manifest["invocations"].append({
         "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -336,11 +409,12 @@ def _start_manifest(out_dir: Path, config: EvaluateConfig, fingerprint: dict, n_
     return len(manifest["invocations"]) - 1
 
 
-def _finish_manifest(out_dir: Path, index: int, counts: Counter) -> None:
+def _finish_manifest(out_dir: Path, index: int, counts: Counter, interrupted: bool = False) -> None:
     path = out_dir / MANIFEST
-    manifest = json.loads(path.read_text())
+    manifest = read_manifest(path)
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     manifest["invocations"][index].update(
-        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), written=dict(counts)
+        {"interrupted" if interrupted else "finished": stamp, "written": dict(counts)}
     )
     _write_json(path, manifest)
 

@@ -13,6 +13,18 @@ OUTLIER_Z = 4.0
 
 
 def _finite_mean_std(x: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std over the kept values, computed on values scaled by a power of two near
+    their largest magnitude: no under- or overflow at any scale (1e-300 or 1e300), and
+    bit-identical to the unscaled formulas in between (power-of-two scaling is exact)."""
+    # x, keep: (..., N, F) -> mean, std: (..., 1, F)
+    magnitude = torch.where(keep, x.abs(), torch.zeros((), dtype=x.dtype, device=x.device)).amax(dim=-2, keepdim=True)
+    exponent = torch.frexp(magnitude).exponent  # magnitude < 2**exponent
+    exponent = torch.where(magnitude > 0, exponent, torch.zeros_like(exponent))
+    mean, std = _plain_mean_std(torch.ldexp(x, -exponent), keep)
+    return torch.ldexp(mean, exponent), torch.ldexp(std, exponent)
+
+
+def _plain_mean_std(x: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # x, keep: (..., N, F) -> mean, std: (..., 1, F)
     count = keep.sum(dim=-2, keepdim=True).clamp(min=1)
     values = torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
@@ -27,14 +39,17 @@ def fit_normalization(x_train: torch.Tensor, outlier_z: float = OUTLIER_Z) -> tu
 
     A first pass over the finite values finds mean and std; values further than
     ``outlier_z`` std from the mean are then left out and the statistics recomputed.
-    Constant (or all-missing) features get std 1.
+    Constant (or all-missing) features get std 1: those whose spread is within rounding of
+    their mean (relative to the data's own scale, so features in tiny or huge units keep
+    their information).
     """
     # x_train: (..., N, F) -> mean, std: (..., 1, F)
     finite = torch.isfinite(x_train)
     mean, std = _finite_mean_std(x_train, finite)
     inlier = finite & ((x_train - mean).abs() <= outlier_z * std)
     mean, std = _finite_mean_std(x_train, inlier)
-    std = torch.where(std > 1e-12 * (1 + mean.abs()), std, torch.ones_like(std))
+    relative_floor = max(1e-12, 16 * torch.finfo(x_train.dtype).eps)
+    std = torch.where((std > relative_floor * mean.abs()) & (std > 0), std, torch.ones_like(std))
     return mean, std
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .model.checkpoint import atomic_write
 from .tasks import Task
 
 
@@ -33,11 +34,20 @@ def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Pat
         return work_dir
     for path in source.rglob("*"):
         target = work_dir / path.relative_to(source)
-        if path.is_file() and not target.exists():  # a resumed run copies nothing again
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, target)
-            target.chmod(target.stat().st_mode | 0o200)  # copies of read-only files must be writable
+        if not path.is_file():
+            continue
+        if target.is_file() and target.stat().st_size == path.stat().st_size:  # a resumed run copies nothing again
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)  # missing, or torn by a killed copy: copy it (again)
+        atomic_write(target, lambda tmp, path=path: _copy_writable(path, tmp))
     return work_dir
+
+
+def _copy_writable(source: Path, target: Path) -> None:
+    shutil.copyfile(source, target)
+    if target.stat().st_size != source.stat().st_size:
+        raise OSError(f"copying {str(source)!r} to {str(target)!r} wrote {target.stat().st_size} of "
+                      f"{source.stat().st_size} bytes (disk full?)")
 
 
 def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:

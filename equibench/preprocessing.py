@@ -24,26 +24,48 @@ def _is_categorical(column: pd.Series) -> bool:
 
 
 def _as_frame(X) -> pd.DataFrame:
-    """A DataFrame view of a 2-D table; object columns that hold only numbers become float."""
+    """A DataFrame view of a 2-D table; object columns that hold only numbers become float,
+    datetimes become seconds since 1970-01-01 (UTC for time-zone aware ones) and durations
+    seconds; complex columns are refused."""
     if isinstance(X, pd.DataFrame):
         frame = X.reset_index(drop=True)
     else:
         array = check_array(X, dtype=None, ensure_all_finite=False, ensure_min_samples=1)
         frame = pd.DataFrame(array)
+    names = list(frame.columns)
     frame.columns = range(frame.shape[1])
     for column in frame.columns:
         series = frame[column]
-        if series.dtype == object:
+        if pd.api.types.is_complex_dtype(series):
+            raise ValueError(
+                f"column {names[column]!r} holds complex numbers, which have no order; pass its real and imaginary "
+                "parts (or magnitude and phase) as separate columns"
+            )
+        if (isinstance(series.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(series)
+                or pd.api.types.is_timedelta64_dtype(series)):
+            frame[column] = _seconds(series)
+        elif series.dtype == object:
             numeric = pd.to_numeric(series, errors="coerce")
             if numeric.notna().sum() == series.notna().sum():
                 frame[column] = numeric
     return frame
 
 
+def _seconds(series: pd.Series) -> pd.Series:
+    """Seconds since 1970-01-01 (UTC) of a datetime column, or seconds of a duration column (NaT -> NaN)."""
+    if isinstance(series.dtype, pd.DatetimeTZDtype):
+        series = series.dt.tz_convert("UTC").dt.tz_localize(None)
+    if pd.api.types.is_datetime64_dtype(series):
+        series = series - pd.Timestamp("1970-01-01")
+    return (series / pd.Timedelta(seconds=1)).astype(np.float64)
+
+
 class TableEncoder:
     """Numeric float64 matrix from any 2-D table, fitted on train rows.
 
-    - numeric and boolean columns are kept as floats (NaN and +-inf preserved);
+    - numeric and boolean columns are kept as floats (NaN and +-inf preserved); datetime
+      columns become seconds since 1970-01-01 (UTC), durations seconds, so that unseen dates
+      keep their order; complex columns are refused;
     - categorical, object and string columns are ordinal-encoded (unknown or missing
       categories at predict time become NaN, which the model's indicator sees);
     - columns constant on the train rows (same value, or same missingness, everywhere)
@@ -79,6 +101,13 @@ class TableEncoder:
     def _numeric(self, frame: pd.DataFrame) -> np.ndarray:
         out = np.empty(frame.shape, dtype=np.float64)
         numeric = [c for c in frame.columns if c not in self.categorical_]
+        for column in numeric:
+            if _is_categorical(frame[column]):
+                example = frame[column][pd.to_numeric(frame[column], errors="coerce").isna() & frame[column].notna()]
+                raise ValueError(
+                    f"column {column} was numeric when fitted but now holds non-numeric values (e.g. "
+                    f"{example.iloc[0]!r}); convert it to numbers, or fit again with it as a text column"
+                )
         if numeric:
             out[:, numeric] = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
         if self.categorical_:
@@ -148,7 +177,11 @@ class MemberTransform:
             self.quantile_ = QuantileTransformer(
                 n_quantiles=max(2, min(1000, values.shape[0])), output_distribution="normal"
             )
-            self.quantile_.fit(_infinite_as_nan(values))
+            # sklearn's quantile map has absolute tolerances (1e-7): work on values of magnitude ~1,
+            # scaled by a power of two per column (exact, and the map is scale-invariant otherwise)
+            finite = np.where(np.isfinite(values), np.abs(values), 0.0)
+            self.exponent_ = np.frexp(finite.max(axis=0, initial=0.0))[1] if values.size else 0
+            self.quantile_.fit(_infinite_as_nan(np.ldexp(values, -self.exponent_)))
         x = torch.from_numpy(self._variant(values))
         self.mean_, self.std_ = fit_normalization(x)
         return self._finish(x)
@@ -160,7 +193,7 @@ class MemberTransform:
     def _variant(self, values: np.ndarray) -> np.ndarray:
         if self.spec.variant == "none":
             return values
-        mapped = self.quantile_.transform(_infinite_as_nan(values))
+        mapped = self.quantile_.transform(_infinite_as_nan(np.ldexp(values, -self.exponent_)))
         return np.where(np.isinf(values), values, mapped)  # keep +-inf visible to the indicator
 
     def _finish(self, x: torch.Tensor) -> torch.Tensor:

@@ -83,6 +83,10 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("lr", "weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
         if self.warmup_steps < 0 or self.validation_batches < 0:
             raise ValueError("warmup_steps and validation_batches must be >= 0")
         if not self.lr > 0 or not self.grad_clip > 0 or self.weight_decay < 0:
@@ -162,11 +166,67 @@ def _changed_settings(saved: dict, current: dict, config: TrainConfig, done_step
     return changed + (["world_size"] if saved["world_size"] != current["world_size"] else [])
 
 
+class NonFiniteLossError(RuntimeError):
+    """Training diverged: the loss (or the weights) became NaN or infinite."""
+
+
 def _read_log(path: Path, up_to_step: int) -> list[str]:
-    """Log lines of the steps already covered by the checkpoint (later ones were lost)."""
+    """Log lines of the steps already covered by the checkpoint (later ones were lost; a last
+    line torn by a kill is dropped)."""
     if not path.exists():
         return []
-    return [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= up_to_step]
+    lines = [line for line in path.read_text().splitlines() if line]
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            step = json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError) as error:
+            if number == len(lines):
+                break
+            raise ValueError(f"{str(path)!r} line {number} is damaged ({error}); fix or delete that line, then resume") from None
+        if step <= up_to_step:
+            kept.append(line)
+    return kept
+
+
+def _json_line(record: dict) -> str:
+    """A strict-JSON log line: non-finite numbers are written as null."""
+    return json.dumps({k: v if not isinstance(v, float) or math.isfinite(v) else None for k, v in record.items()},
+                      allow_nan=False) + "\n"
+
+
+_RUN_FILES = (STATE_FILE, MODEL_FILE, CONFIG_FILE, LOG_FILE)
+
+
+def _check_fresh_out_dir(out_dir: Path, overwrite: bool) -> None:
+    """A new run never replaces files in ``out_dir`` unless ``overwrite`` says so."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FileExistsError(f"--out {str(out_dir)!r} is an existing file, not a folder; choose a folder path")
+    present = [name for name in _RUN_FILES if (out_dir / name).exists()]
+    if overwrite or not present:
+        return
+    if STATE_FILE in present:
+        raise FileExistsError(
+            f"{str(out_dir)!r} already holds a training run; pass --resume to continue it, --overwrite to replace it, "
+            "or choose a new --out"
+        )
+    raise FileExistsError(
+        f"{str(out_dir)!r} already holds {', '.join(present)} (a finished run whose {STATE_FILE} was deleted, or "
+        "another model); choose a new --out, or pass --overwrite to replace them"
+    )
+
+
+def _load_state(state_path: Path) -> dict:
+    try:
+        state = torch.load(state_path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or "run" not in state:
+            raise ValueError("not a training state")
+    except Exception as error:  # torch raises many types for a damaged file
+        raise ValueError(
+            f"{str(state_path)!r} is unreadable ({type(error).__name__}: {str(error).splitlines()[0][:200]}); it may be "
+            f"truncated: continue from its {MODEL_FILE} with --init-from in a new --out, or start over with --overwrite"
+        ) from None
+    return state
 
 
 def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]:
@@ -206,6 +266,16 @@ def _out_of_time(elapsed_s: float, steps_done: int, time_limit_s: float, ddp: _D
     return bool(flag.item())
 
 
+def _diverged(loss: float, ddp: _Distributed, device) -> bool:
+    """Whether the loss is non-finite on any process (every process gets the same answer)."""
+    bad = not math.isfinite(loss)
+    if not ddp.active:
+        return bad
+    flag = torch.tensor(float(bad), device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 def pretrain(
     config: TrainConfig,
     prior: PriorConfig,
@@ -213,6 +283,7 @@ def pretrain(
     resume: bool = False,
     progress: bool = True,
     time_limit_s: float | None = None,
+    overwrite: bool = False,
 ) -> PretrainOutcome:
     """Train (or resume) a model on the prior.
 
@@ -220,7 +291,11 @@ def pretrain(
     the limit (at the mean pace of its steps so far); ``resume=True`` continues exactly.
     With ``config.init_from`` the run starts from that checkpoint's weights (fresh optimizer
     and schedule); the model card then counts steps, datasets and time over both runs and
-    keeps the earlier run's command under ``training["initialised_from"]``."""
+    keeps the earlier run's command under ``training["initialised_from"]``.
+
+    A new run (no ``resume``) refuses an ``out_dir`` holding any of its files unless
+    ``overwrite``. A NaN or infinite loss (or weights) stops the run with NonFiniteLossError,
+    keeping the last finite checkpoint."""
     if time_limit_s is not None and not time_limit_s >= 0:
         raise ValueError(f"the time limit must be a non-negative number of seconds, got {time_limit_s!r}")
     out_dir = Path(out_dir)
@@ -243,17 +318,15 @@ def pretrain(
             raise FileNotFoundError(
                 f"--resume was given but {str(state_path)!r} does not exist; start without --resume"
             )
-        state = torch.load(state_path, map_location="cpu", weights_only=True)
+        state = _load_state(state_path)
         changed = _changed_settings(state["run"], run_description, config, state["step"])
         if changed:
             raise ValueError(
                 f"cannot resume {str(out_dir)!r}: the settings differ from the saved run in {changed}; "
                 "use the same options as the original command, or a new --out directory"
             )
-    elif state_path.exists():
-        raise FileExistsError(
-            f"{str(out_dir)!r} already holds a training run; pass --resume to continue it or choose a new --out"
-        )
+    elif ddp.is_main:  # alone: another rank could see files rank 0 has just written
+        _check_fresh_out_dir(out_dir, overwrite)
 
     torch.manual_seed(config.seed)
     model = build_model(config.arch, size_config(config.size, **config.model_overrides)).to(device)
@@ -283,8 +356,10 @@ def pretrain(
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / LOG_FILE
     if ddp.is_main:
+        if not resume:
+            state_path.unlink(missing_ok=True)  # --overwrite: the replaced run can no longer be resumed
         (out_dir / CONFIG_FILE).write_text(json.dumps(run_description, indent=2) + "\n")
-        kept = _read_log(log_path, start_step)
+        kept = _read_log(log_path, start_step) if resume else []
         log_path.write_text("".join(line + "\n" for line in kept))
     command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
 
@@ -295,6 +370,11 @@ def pretrain(
             dist.all_gather_object(generators, prior_generator.get_state())
         if not ddp.is_main:
             return
+        if not all(torch.isfinite(tensor).all() for tensor in model.state_dict().values()):
+            raise NonFiniteLossError(
+                f"step {step}: the weights are no longer finite (training diverged); nothing was written, the last "
+                f"checkpoint in {str(out_dir)!r} is kept. Lower --lr (now {config.lr:g}) and start a new --out"
+            )
         atomic_torch_save(
             {
                 "run": run_description, "step": step, "datasets_seen": datasets_seen,
@@ -333,7 +413,7 @@ def pretrain(
         metrics["seconds"] = time.perf_counter() - started
         wall_time += metrics["seconds"]
         with log_path.open("a") as log:
-            log.write(json.dumps({"kind": "validation", **metrics}) + "\n")
+            log.write(_json_line({"kind": "validation", **metrics}))
 
     columns = [
         TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -367,6 +447,11 @@ def pretrain(
                     loss = masked_test_loss(forward_batch(trained, batch), batch.y[:, batch.n_train:], batch.loss_mask)
                 (loss / config.grad_accumulation).backward()
                 step_loss += loss.item() / config.grad_accumulation
+            if _diverged(step_loss, ddp, device):
+                raise NonFiniteLossError(
+                    f"step {step}: the training loss is {step_loss} (diverged); the last checkpoint in "
+                    f"{str(out_dir)!r} is kept. Lower --lr (now {config.lr:g}) and start a new --out"
+                )
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             lr = current_lr(optimizer, scheduler)
             optimizer.step()
@@ -383,7 +468,7 @@ def pretrain(
             }
             if ddp.is_main:
                 with log_path.open("a") as log:
-                    log.write(json.dumps(record) + "\n")
+                    log.write(_json_line(record))
                 bar.update(task, completed=step, loss=step_loss, lr=lr, rate=record["datasets_per_s"],
                            prior_share=record["prior_share"])
                 if step % config.validate_every == 0 or step == config.steps:

@@ -11,33 +11,73 @@ ensemble variant (n1 when present); the runtime table and the bubble plot use ev
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from . import report_figures as figures
 from . import report_tables as tables
+from .outdir_lock import locked_folder
+from .results_store import atomic_write_text, read_cells, results_table
 
 REQUIRED_COLUMNS = ["suite", "task_id", "fold", "method", "variant", "status", "reason", "accuracy", "auc", "f1",
                     "time_fit_s", "time_predict_s"]
 CELL_KEY = ["suite", "task_id", "fold", "method", "variant"]
 _STATUS_ORDER = {"ok": 0, "skipped": 1, "failed": 2}
+_DTYPES = {"task_id": str, "suite": str, "method": str, "variant": str, "reason": str}
+#: The files a report wrote (relative paths), so that the next report removes only those.
+OUTPUTS_FILE = ".equibench-report.json"
+_OUTPUT_NAME = re.compile(r"REPORT\.md|(tables|figures)/[A-Za-z0-9_.-]+")
 
 
 def _evaluate_hint(results_dir: Path, suite: str = "SUITE") -> str:
     return f"`equibench evaluate --suite {suite} --out {results_dir}`"
 
 
-def read_results(results_dir: Path) -> pd.DataFrame:
-    """The rows of one results directory; a ValueError says what to run when it has none."""
+def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
+    """The committed cells of a results directory (cells/*.json, the store's truth) as
+    results.csv would hold them, and whether its results.csv is current; None when it has no
+    cells; a ValueError when some are damaged."""
+    if not any((results_dir / "cells").glob("*.json")):
+        return None
+    rows, damaged = read_cells(results_dir)
+    if damaged:
+        key, reason = next(iter(damaged.items()))
+        raise ValueError(f"{len(damaged)} stored cells of {str(results_dir)!r} are damaged (e.g. {key}: {reason}); "
+                         f"rerun {_evaluate_hint(results_dir)} to recompute them, then the report")
+    text = results_table(list(rows.values())).to_csv(index=False)
+    snapshot = results_dir / "results.csv"
+    current = snapshot.is_file() and snapshot.read_text(errors="replace") == text
+    source = f"{len(rows)} committed cells in cells/"
+    if not current:
+        source += " (its results.csv, a snapshot, was stale)" if snapshot.is_file() else " (it has no results.csv)"
+    return pd.read_csv(io.StringIO(text), dtype=_DTYPES), source  # the same types as results.csv gives
+
+
+def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
+    """The rows of one results directory and where they came from (its committed cells, else
+    its results.csv); a ValueError says what to run when it has none."""
     path = results_dir / "results.csv"
     if not results_dir.is_dir():
         raise ValueError(f"results directory {str(results_dir)!r} does not exist (or is not a directory): run {_evaluate_hint(results_dir)} first")
-    if not path.is_file():
+    cells = _cell_rows(results_dir)
+    if cells is not None:
+        rows, source = cells
+    elif not path.is_file():
         raise ValueError(f"{str(results_dir)!r} has no results.csv: run (or rerun, to resume) {_evaluate_hint(results_dir)}")
-    rows = pd.read_csv(path, dtype={"task_id": str, "suite": str, "method": str, "variant": str, "reason": str})
+    else:
+        try:
+            rows = pd.read_csv(path, dtype=_DTYPES)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as error:
+            raise ValueError(f"{str(path)!r} is unreadable ({str(error).strip()}); rerun {_evaluate_hint(results_dir)} "
+                             "to rebuild it") from None
+        source = f"{len(rows)} rows of results.csv (no cells/ folder)"
     missing = [column for column in REQUIRED_COLUMNS if column not in rows.columns]
     if missing:
         raise ValueError(f"{str(path)!r} lacks the columns {', '.join(missing)}: is it a results.csv of `equibench evaluate`?")
@@ -46,21 +86,22 @@ def read_results(results_dir: Path) -> pd.DataFrame:
         suite = rows["suite"].iloc[0] if len(rows) else "SUITE"
         raise ValueError(f"{str(path)!r} has no ok rows ({counts}): run {_evaluate_hint(results_dir, suite)} with "
                          "methods that can run here (see `equibench methods`) and rerun it until cells succeed")
-    return rows
+    return rows, source
 
 
-def load_results(results_dirs: list[Path]) -> tuple[pd.DataFrame, int]:
+def load_results(results_dirs: list[Path]) -> tuple[pd.DataFrame, int, list[str]]:
     """All rows of the directories, one per cell (an ok row wins over a skipped or failed one,
-    then the earlier directory), sorted; and the number of duplicate rows dropped."""
+    then the earlier directory), sorted; the number of duplicate rows dropped; and per
+    directory where its rows came from."""
     if not results_dirs:
         raise ValueError(f"no results directory given: run {_evaluate_hint(Path('DIR'))}, then pass --results DIR")
-    frames = [read_results(Path(path)).assign(source=index) for index, path in enumerate(results_dirs)]
-    rows = pd.concat(frames, ignore_index=True)
+    read = [read_results(Path(path)) for path in results_dirs]
+    rows = pd.concat([frame.assign(source=index) for index, (frame, _) in enumerate(read)], ignore_index=True)
     rows["status_order"] = rows["status"].map(_STATUS_ORDER).fillna(len(_STATUS_ORDER))
     rows = rows.sort_values([*CELL_KEY, "status_order", "source"], kind="stable")
     unique = rows.drop_duplicates(CELL_KEY).drop(columns=["status_order", "source"])
     unique["time_s"] = unique["time_fit_s"] + unique["time_predict_s"]
-    return unique.reset_index(drop=True), len(rows) - len(unique)
+    return unique.reset_index(drop=True), len(rows) - len(unique), [source for _, source in read]
 
 
 def _file_stem(suite: str) -> str:
@@ -186,7 +227,12 @@ def _manifest_lines(results_dir: Path) -> list[str]:
     lines = [f"### `{results_dir}`", ""]
     if not path.is_file():
         return [*lines, "No manifest.json.", ""]
-    invocations = json.loads(path.read_text()).get("invocations", [])
+    try:
+        invocations = json.loads(path.read_text()).get("invocations", [])
+        if not isinstance(invocations, list) or not all(isinstance(run, dict) for run in invocations):
+            raise ValueError("`invocations` is not a list of records")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as error:
+        return [*lines, f"manifest.json is unreadable ({tables.markdown_escape(str(error))}).", ""]
     for number, run in enumerate(invocations, start=1):
         lines.append(
             f"- invocation {number}: `{run.get('command', 'command not recorded')}`; git {run.get('git_sha') or 'unknown'}; "
@@ -207,9 +253,9 @@ def _manifest_section(results_dirs: list[Path]) -> list[str]:
     return lines
 
 
-def _summary_lines(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int) -> list[str]:
+def _summary_lines(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int, origins: list[str]) -> list[str]:
     counts = ", ".join(f"{n} {status}" for status, n in rows["status"].value_counts().sort_index().items())
-    sources = ", ".join(f"`{path}`" for path in results_dirs)
+    sources = ", ".join(f"`{path}` ({origin})" for path, origin in zip(results_dirs, origins))
     lines = [(f"From {sources}: {len(rows)} cells ({counts}); only ok cells enter the statistics. The main tables, "
               "box plots and critical-difference diagrams use each PFN method's smallest ensemble variant.")]
     if duplicates:
@@ -218,26 +264,81 @@ def _summary_lines(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int
     return [*lines, ""]
 
 
-def _clear_outputs(out_dir: Path) -> None:
-    """Remove the files of an earlier report so none outlives its input."""
-    for pattern in ("figures/*.png", "figures/*.pdf", "tables/*.md", "tables/*.tex", "tables/*.csv"):
-        for path in out_dir.glob(pattern):
-            path.unlink()
+def _previous_outputs(out_dir: Path) -> set[str]:
+    """The files (relative paths) an earlier report wrote in ``out_dir``: those its outputs
+    file lists, or, for a report written before that file existed, those its REPORT.md links."""
+    listed = out_dir / OUTPUTS_FILE
+    if listed.is_file():
+        try:
+            names = set(json.loads(listed.read_text())["files"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{str(listed)!r} is damaged ({error}); move it aside, or choose another --out") from None
+        return {name for name in names if isinstance(name, str) and _OUTPUT_NAME.fullmatch(name)}
+    report = out_dir / "REPORT.md"
+    if not report.is_file() or not report.read_text(errors="replace").startswith("# equibench report\n"):
+        return set()
+    links = set(re.findall(r"\]\(((?:tables|figures)/[^)\s]+)\)", report.read_text(errors="replace")))
+    names = {"REPORT.md", *links, *(link.removesuffix(".tex") + ".md" for link in links if link.endswith(".tex"))}
+    return {name for name in names if _OUTPUT_NAME.fullmatch(name)}
 
 
-def build_report(results_dirs: list[Path], out_dir: Path) -> Path:
-    """Write the tables, figures and REPORT.md of ``results_dirs`` under ``out_dir``; return REPORT.md's path."""
-    results_dirs = [Path(path) for path in results_dirs]
-    out_dir = Path(out_dir)
-    rows, duplicates = load_results(results_dirs)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _clear_outputs(out_dir)
-    lines = ["# equibench report", "", *_summary_lines(rows, results_dirs, duplicates)]
+def _collisions(out_dir: Path, new: list[str], previous: set[str]) -> list[str]:
+    return [name for name in new if name not in previous and (out_dir / name).exists()]
+
+
+def _write_outputs(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int, origins: list[str],
+                   out_dir: Path) -> None:
+    """REPORT.md, tables/ and figures/ of ``rows``, written under ``out_dir``."""
+    lines = ["# equibench report", "", *_summary_lines(rows, results_dirs, duplicates, origins)]
     ok = rows[rows["status"] == "ok"]
     for suite, cells in ok.groupby("suite", sort=True):
         lines += suite_section(cells, suite, out_dir)
     lines += _failures_section(rows, out_dir)
     lines += _manifest_section(results_dirs)
-    report = out_dir / "REPORT.md"
-    report.write_text("\n".join(lines).rstrip("\n") + "\n")
-    return report
+    (out_dir / "REPORT.md").write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def build_report(results_dirs: list[Path], out_dir: Path) -> Path:
+    """Write the tables, figures and REPORT.md of ``results_dirs`` under ``out_dir``; return REPORT.md's path.
+
+    The report is made in a temporary folder inside ``out_dir`` and moved into place only when
+    complete, replacing the files of the previous report (and only those: a file of the same
+    name that equibench did not write is refused, never overwritten). ``out_dir`` is locked
+    while this runs."""
+    results_dirs = [Path(path) for path in results_dirs]
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
+    rows, duplicates, origins = load_results(results_dirs)
+    with locked_folder(out_dir):
+        previous = _previous_outputs(out_dir)
+        for stray in out_dir.glob(".report-*.tmp"):  # left by a killed report
+            shutil.rmtree(stray, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=".report-", suffix=".tmp", dir=out_dir))
+        try:
+            _write_outputs(rows, results_dirs, duplicates, origins, staging)
+            new = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
+            clashes = _collisions(out_dir, new, previous)
+            if clashes:
+                raise ValueError(
+                    f"{str(out_dir / clashes[0])!r} (and {len(clashes) - 1} more) exists and was not written by "
+                    "`equibench report`; move it away or choose another --out"
+                )
+            _swap_in(staging, out_dir, new, previous)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return out_dir / "REPORT.md"
+
+
+def _swap_in(staging: Path, out_dir: Path, new: list[str], previous: set[str]) -> None:
+    """Move the new report into ``out_dir``: the old REPORT.md goes first and the new one comes
+    last, so a REPORT.md never sits beside the figures and tables of another report."""
+    listed = out_dir / OUTPUTS_FILE
+    atomic_write_text(listed, json.dumps({"files": sorted(previous | set(new))}, indent=1) + "\n")
+    (out_dir / "REPORT.md").unlink(missing_ok=True)
+    for name in sorted(previous - set(new)):
+        (out_dir / name).unlink(missing_ok=True)
+    for name in sorted(new, key=lambda name: name == "REPORT.md"):
+        (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging / name, out_dir / name)
+    atomic_write_text(listed, json.dumps({"files": new}, indent=1) + "\n")

@@ -7,14 +7,19 @@
     DIR/manifest.json           the run settings and one entry per invocation
 
 Every file is written to a temporary name and renamed, so a reader never sees a partial
-file and a killed run leaves at most stray ``.tmp`` files, removed on the next start. A cell
-is done when its JSON exists; rows are keyed by cell, so rerunning never duplicates one.
+file and a killed run leaves at most stray ``.tmp`` files of the store's own naming, removed
+by the next writer (which holds the folder's lock, see outdir_lock). A cell is done when its
+JSON exists and its probabilities file still has the recorded SHA-256; rows are keyed by cell,
+so rerunning never duplicates one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -29,6 +34,10 @@ COLUMNS = [
     "n_train", "n_val", "n_test", "n_features", "n_features_used", "n_classes", "seed", "proba_file", "traceback_file",
 ]
 FINISHED = ("ok", "skipped")  # failed cells are run again by the next invocation
+REQUIRED_KEYS = ("suite", "task_id", "fold", "method", "variant", "status")
+#: folder -> the names of the files the store writes there (temporary copies: ".<name>.XXXXXXXX.tmp")
+_OWN_FILES = {"": r"results\.csv|manifest\.json", "cells": r".+\.json", "probas": r".+\.npz", "tracebacks": r".+\.txt"}
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
@@ -36,15 +45,30 @@ def atomic_write_text(path: Path, text: str) -> Path:
 
 
 class ResultsStore:
+    """The cells of ``out_dir``, read at construction (only reads: a dry run needs no write
+    access). Cells whose files are damaged are left out and listed in ``damaged`` (key ->
+    why), so they run again."""
+
     def __init__(self, out_dir: str | os.PathLike, table_interval_s: float = 10.0):
         self.root = Path(out_dir)
-        for stray in self.root.glob("**/.*.tmp"):  # left by a killed run
-            stray.unlink()
-        self._rows = {
-            path.stem: json.loads(path.read_text()) for path in sorted((self.root / "cells").glob("*.json"))
-        }
+        self._rows, self.damaged = read_cells(self.root)
         self.table_interval_s = table_interval_s
         self._table_written = 0.0
+
+    def remove_stray_temporaries(self) -> list[Path]:
+        """Delete the temporary files a killed writer of this store left in its own folders
+        (only names the store itself makes; call it while holding the folder's lock)."""
+        removed = []
+        for folder, names in _OWN_FILES.items():
+            directory = self.root / folder
+            if not directory.is_dir():
+                continue
+            for path in directory.iterdir():
+                match = _TEMPORARY.match(path.name)
+                if match and re.fullmatch(names, match["name"]) and path.is_file():
+                    path.unlink()
+                    removed.append(path)
+        return removed
 
     def rows(self) -> list[dict]:
         return list(self._rows.values())
@@ -58,8 +82,11 @@ class ResultsStore:
         row = {**row, "key": key, "proba_file": "", "traceback_file": ""}
         if proba is not None:
             relative = f"probas/{key}.npz"
-            atomic_write(self.root / relative, lambda tmp: _save_npz(tmp, proba=proba, **(arrays or {})))
-            row["proba_file"] = relative
+            buffer = io.BytesIO()
+            np.savez_compressed(buffer, proba=proba, **(arrays or {}))
+            content = buffer.getvalue()
+            atomic_write(self.root / relative, lambda tmp: tmp.write_bytes(content))
+            row.update(proba_file=relative, proba_sha256=hashlib.sha256(content).hexdigest())
         if traceback:
             relative = f"tracebacks/{key}.txt"
             atomic_write_text(self.root / relative, traceback)
@@ -77,8 +104,7 @@ class ResultsStore:
                     (self.root / relative).unlink(missing_ok=True)
 
     def table(self) -> pd.DataFrame:
-        frame = pd.DataFrame(self.rows(), columns=["key", *COLUMNS])
-        return frame.drop(columns="key").sort_values(["suite", "task_id", "fold", "method", "variant"], kind="stable")
+        return results_table(self.rows())
 
     def write_table(self) -> Path:
         table = self.table()
@@ -91,6 +117,54 @@ class ResultsStore:
             self.write_table()
 
 
-def _save_npz(path: Path, **arrays) -> None:
-    with path.open("wb") as handle:  # np.savez would append ".npz" to a bare path
-        np.savez_compressed(handle, **arrays)
+def results_table(rows: list[dict]) -> pd.DataFrame:
+    """The rows as the results.csv table: its columns, sorted by cell."""
+    frame = pd.DataFrame(rows, columns=["key", *COLUMNS])
+    return frame.drop(columns="key").sort_values(["suite", "task_id", "fold", "method", "variant"], kind="stable")
+
+
+def read_cell(path: Path) -> dict:
+    """One cell's row from ``cells/<key>.json``; a ValueError names the file when it is damaged."""
+    try:
+        row = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"cell file {str(path)!r} is unreadable ({error})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"cell file {str(path)!r} holds a {type(row).__name__}, not a cell row")
+    missing = [key for key in REQUIRED_KEYS if key not in row]
+    if missing:
+        raise ValueError(f"cell file {str(path)!r} lacks the keys {', '.join(missing)}")
+    return row
+
+
+def _proba_damage(root: Path, row: dict) -> str | None:
+    """Why the probabilities file of a finished ok row is unusable, or None."""
+    if row["status"] != "ok" or not row.get("proba_file"):
+        return None
+    path = root / row["proba_file"]
+    if not path.is_file():
+        return f"{row['proba_file']} is missing"
+    content = path.read_bytes()
+    expected = row.get("proba_sha256")
+    if expected is not None and hashlib.sha256(content).hexdigest() != expected:
+        return f"{row['proba_file']} does not match its recorded SHA-256 (truncated or modified)"
+    if expected is None and not content:  # written before checksums were recorded
+        return f"{row['proba_file']} is empty"
+    return None
+
+
+def read_cells(root: Path) -> tuple[dict[str, dict], dict[str, str]]:
+    """(key -> row of every intact cell, key -> why a damaged cell is unusable)."""
+    rows, damaged = {}, {}
+    for path in sorted((root / "cells").glob("*.json")):
+        try:
+            row = read_cell(path)
+        except ValueError as error:
+            damaged[path.stem] = str(error)
+            continue
+        reason = _proba_damage(root, row)
+        if reason is None:
+            rows[path.stem] = row
+        else:
+            damaged[path.stem] = reason
+    return rows, damaged

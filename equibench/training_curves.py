@@ -17,7 +17,20 @@ def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     path = Path(run_dir) / LOG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{str(path)!r} does not exist: is {str(run_dir)!r} a pretraining output directory?")
-    records = [json.loads(line) for line in path.read_text().splitlines() if line]
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line]
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or record.get("kind") not in ("step", "validation") or "step" not in record:
+                raise ValueError("not a step or validation record")
+        except ValueError as error:
+            if number == len(lines):  # the last line, torn by a kill mid-write
+                break
+            raise ValueError(f"{str(path)!r} line {number} is damaged ({error}); fix or delete that line") from None
+        records.append(record)
+    if not records:
+        raise ValueError(f"{str(path)!r} holds no step records yet: train for a step first")
     frame = pd.DataFrame(records)
     steps = frame[frame["kind"] == "step"].dropna(axis=1, how="all")
     validations = frame[frame["kind"] == "validation"].dropna(axis=1, how="all")
@@ -60,6 +73,11 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
+    if Path(out_path).suffix.lower().lstrip(".") not in formats:
+        raise ValueError(f"--out {str(out_path)!r} has no image file extension; use .png, .pdf or .svg")
+    if Path(out_path).is_dir():
+        raise ValueError(f"--out {str(out_path)!r} is a folder; pass an image file path such as curves.png")
     figure = Figure(figsize=(13, 4.5), layout="constrained")
     loss_axes, prior_axes, bundled_axes = figure.subplots(1, 3)
     colours = {label: f"C{index}" for index, label in enumerate(runs)}  # matplotlib's colour cycle

@@ -121,6 +121,11 @@ def atomic_torch_save(payload, path: str | os.PathLike) -> Path:
 
 
 def _read_payload(path: Path) -> dict:
+    if path.is_dir():
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} is a folder, not a file; pass the checkpoint file inside it (a pretraining "
+            "output folder holds model.pt)"
+        )
     if not path.is_file():
         raise CheckpointError(
             f"checkpoint file {str(path)!r} does not exist; pass the path of a file written "
@@ -148,6 +153,8 @@ def _read_payload(path: Path) -> dict:
 
 def load_checkpoint(path: str | os.PathLike) -> tuple[nn.Module, ModelCard]:
     """Load a model (float32, eval mode, on CPU) and its card, validating the file."""
+    if not str(path).strip():
+        raise CheckpointError("the checkpoint path is empty; pass the path of a file written by `equibench pretrain`")
     path = Path(path)
     payload = _read_payload(path)
     try:
@@ -168,6 +175,14 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[nn.Module, ModelCard]:
             f"checkpoint {str(path)!r} does not match its {payload['arch']} config: "
             f"missing weights {missing[:5]}, unexpected weights {unexpected[:5]}, "
             f"wrong shapes {wrong_shape[:5]}; the file was written by a different model version"
+        )
+    non_finite = sorted(name for name, tensor in state.items()
+                        if tensor.is_floating_point() and not torch.isfinite(tensor).all())
+    if non_finite:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} holds NaN or infinite weights ({', '.join(non_finite[:3])}"
+            f"{', ...' if len(non_finite) > 3 else ''}): its training diverged; use an earlier checkpoint or retrain "
+            "with a lower learning rate"
         )
     model.load_state_dict({name: tensor.float() for name, tensor in state.items()})
     if card.arch != payload["arch"]:

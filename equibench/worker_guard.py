@@ -1,0 +1,30 @@
+"""Worker processes that never outlive the process that started them.
+
+A killed `equibench evaluate` (SIGKILL, an OOM kill) cannot stop its workers, and a worker
+waiting for its next cell would wait for good; so each worker watches its parent and exits
+when the parent is gone. Ctrl-C reaches the whole process group: workers ignore it and the
+parent stops them (see backends.LocalBackend).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+#: Seconds between two looks at the parent process.
+POLL_S = 1.0
+
+
+def exit_with_parent(parent_pid: int, poll_s: float = POLL_S) -> None:
+    """In a worker: exit at once (status 1) when the process ``parent_pid`` is no longer its
+    parent (it died and the worker was re-parented), and leave SIGINT to the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="equibench-exit-with-parent", daemon=True).start()
