@@ -132,7 +132,13 @@ def run(name: str, budget_s: float, out: Path, openml_cache: Path | None) -> Non
     command = _pretrain(options, folder / "run", steps)
     print(f"{name}: {steps} steps: {shlex.join(command)}", flush=True)
     resume = ["--resume"] if (folder / "run/train_state.pt").exists() else []
-    _run(command + resume)
+    try:
+        _run(command + resume)
+    except subprocess.CalledProcessError as error:  # e.g. a diverged loss stops the run
+        result = {"name": name, "command": shlex.join(command), "steps": steps, "failed": f"exit {error.returncode}"}
+        (folder / "score.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(f"{name}: training failed (exit {error.returncode}), recorded", flush=True)
+        return
     records = [json.loads(line) for line in (folder / "run/log.jsonl").read_text().splitlines()]
     steps_log = [r for r in records if r["kind"] == "step"]
     result = {
@@ -145,9 +151,11 @@ def run(name: str, budget_s: float, out: Path, openml_cache: Path | None) -> Non
     print(f"{name}: {json.dumps(result)}", flush=True)
 
 
-def table(out: Path) -> pd.DataFrame:
+def table(out: Path) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The summary of the scored configurations, and the reason of each failed one."""
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*/score.json"))]
-    frame = pd.DataFrame(rows).set_index("name")
+    failed = {row["name"]: row["failed"] for row in rows if "failed" in row}
+    frame = pd.DataFrame([row for row in rows if "failed" not in row]).set_index("name")
     few = [f"task_{t}" for t in STUDY_TASKS if f"task_{t}" in frame]
     many = [f"task_{t}" for t in STUDY_TASKS_MANY_CLASSES if f"task_{t}" in frame]
     summary = pd.DataFrame({
@@ -159,7 +167,7 @@ def table(out: Path) -> pd.DataFrame:
         summary["OpenML <=10 mean"] = (100 * frame[few].mean(axis=1)).round(1)
     if many:
         summary["OpenML >10 mean"] = (100 * frame[many].mean(axis=1)).round(1)
-    return summary
+    return summary, failed
 
 
 def main() -> None:
@@ -175,11 +183,13 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "table":
-        summary = table(args.out)
+        summary, failed = table(args.out)
         print("| configuration | " + " | ".join(summary.columns) + " |")
         print("|---|" + "---:|" * len(summary.columns))
         for name, values in summary.iterrows():
             print(f"| {name} | " + " | ".join(f"{v:g}" for v in values) + " |")
+        for name, reason in failed.items():
+            print(f"| {name} | training failed ({reason}) |" + " |" * (len(summary.columns) - 1))
         return
     cache = None
     if args.openml_cache:
