@@ -1,9 +1,13 @@
 """The pretraining recipe study: every configuration trained for the same CPU budget from
 the same seed on one thread, then scored the same way (docs/PRETRAINING.md).
 
-    python benchmarks/recipe_study.py run NAME [NAME ...] --budget-min 10 --out runs/study \
+    python benchmarks/recipe_study.py run NAME [NAME ...] --budget-min 10 \
         --openml-cache ../shared/data/openml-cache
-    python benchmarks/recipe_study.py table --out runs/study
+    python benchmarks/recipe_study.py table
+
+Scores and plans go to ``--out`` (default ``results/recipe-study``, committed, so that a later
+session skips what is done); the training runs to ``--runs`` (default ``runs/recipe-study``,
+scratch: an unfinished run resumes from there in the same checkout).
 
 ``run`` first measures the configuration's CPU seconds per step (a 12-step run; the mean of
 steps 3-12 of ``cpu_seconds`` in its log), sets ``--steps`` so that training uses the
@@ -55,6 +59,22 @@ CONFIGS: dict[str, list[str]] = {
     "pre-ln-qk-3e-3-batch32": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--grad-accumulation", "4"],
     "pre-ln-qk-3e-3-d96l3": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--d-model", "96",
                              "--layers", "3", "--mlp-hidden", "192"],
+    # queued for the next sessions: the remaining knobs of the study
+    "pre-ln-qk-1e-3": [*_BASE, *_FAST, "--lr", "1e-3", "--warmup-steps", "50"],
+    "pre-ln-qk-3e-3-beta2-999": [*_BASE, "--pre-ln", "--qk-norm", "--lr", "3e-3", "--warmup-steps", "50"],
+    "pre-ln-qk-3e-3-warmup10": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "10"],
+    "pre-ln-qk-3e-3-warmup200": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "200"],
+    "pre-ln-qk-3e-3-clip0.3": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--grad-clip", "0.3"],
+    "pre-ln-qk-3e-3-batch64": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--grad-accumulation", "8"],
+    "pre-ln-qk-3e-3-rows512": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--rows", "512"],
+    "pre-ln-qk-3e-3-rows1152": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--rows", "1152"],
+    "pre-ln-qk-3e-3-curriculum": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--rows", "128",
+                                  "--rows-curriculum", "150:256,300:512"],
+    "pre-ln-qk-3e-3-binary0.2": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--p-binary", "0.2"],
+    "pre-ln-qk-3e-3-classes20": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--max-classes", "20"],
+    "pre-ln-qk-3e-3-trees0.6": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--tree-fraction", "0.6"],
+    "pre-ln-qk-3e-3-d64l4": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--d-model", "64",
+                             "--mlp-hidden", "128"],
 }
 _CALIBRATION_STEPS = 12
 
@@ -75,6 +95,30 @@ def _cpu_per_step(options: list[str]) -> float:
         _run(_pretrain(options, Path(scratch) / "run", _CALIBRATION_STEPS))
         records = [json.loads(line) for line in (Path(scratch) / "run/log.jsonl").read_text().splitlines()]
     return float(np.mean([r["cpu_seconds"] for r in records if r["kind"] == "step" and r["step"] > 2]))
+
+
+def _steps_for_budget(options: list[str], budget_s: float) -> tuple[int, dict[int, float]]:
+    """Steps that spend ``budget_s`` CPU seconds, and the measured CPU seconds per step by
+    rows. A rows curriculum is measured phase by phase (each phase's rows without it)."""
+    if "--rows-curriculum" not in options:
+        per_step = _cpu_per_step(options)
+        return max(1, int(budget_s / per_step)), {0: per_step}
+    at = options.index("--rows-curriculum")
+    base = options[:at] + options[at + 2:]
+    phases = [(1, int(base[base.index("--rows") + 1]))]
+    phases += [(int(step), int(rows)) for step, rows in (entry.split(":") for entry in options[at + 1].split(","))]
+    costs = {}
+    for _, rows in phases:
+        if rows not in costs:
+            measured = list(base)
+            measured[measured.index("--rows") + 1] = str(rows)
+            costs[rows] = _cpu_per_step(measured)
+    spent, step = 0.0, 0
+    while True:
+        rows = [r for first, r in phases if first <= step + 1][-1]
+        if spent + costs[rows] > budget_s:
+            return max(1, step), costs
+        spent, step = spent + costs[rows], step + 1
 
 
 def _openml_scores(checkpoint: Path, cache: Path) -> dict[str, float]:
@@ -115,37 +159,36 @@ def score(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
     return result
 
 
-def run(name: str, budget_s: float, out: Path, openml_cache: Path | None) -> None:
+def run(name: str, budget_s: float, out: Path, runs: Path, openml_cache: Path | None) -> None:
     options = CONFIGS[name]
-    folder = out / name
+    folder, run_dir = out / name, runs / name
     if (folder / "score.json").exists():
         print(f"{name}: done already", flush=True)
         return
     plan_path = folder / "plan.json"  # the step count of an interrupted run is kept
-    if plan_path.exists():
-        steps = json.loads(plan_path.read_text())["steps"]
-    else:
-        per_step = _cpu_per_step(options)
-        steps = max(1, int(budget_s / per_step))
-        folder.mkdir(parents=True, exist_ok=True)
-        plan_path.write_text(json.dumps({"cpu_seconds_per_step": per_step, "steps": steps}) + "\n")
-    command = _pretrain(options, folder / "run", steps)
-    print(f"{name}: {steps} steps: {shlex.join(command)}", flush=True)
-    resume = ["--resume"] if (folder / "run/train_state.pt").exists() else []
+    folder.mkdir(parents=True, exist_ok=True)
     try:
+        if plan_path.exists():
+            steps = json.loads(plan_path.read_text())["steps"]
+        else:
+            steps, costs = _steps_for_budget(options, budget_s)
+            plan_path.write_text(json.dumps({"cpu_seconds_per_step_by_rows": costs, "steps": steps}) + "\n")
+        command = _pretrain(options, run_dir, steps)
+        print(f"{name}: {steps} steps: {shlex.join(command)}", flush=True)
+        resume = ["--resume"] if (run_dir / "train_state.pt").exists() else []
         _run(command + resume)
     except subprocess.CalledProcessError as error:  # e.g. a diverged loss stops the run
-        result = {"name": name, "command": shlex.join(command), "steps": steps, "failed": f"exit {error.returncode}"}
+        result = {"name": name, "command": shlex.join(error.cmd), "failed": f"exit {error.returncode}"}
         (folder / "score.json").write_text(json.dumps(result, indent=2) + "\n")
         print(f"{name}: training failed (exit {error.returncode}), recorded", flush=True)
         return
-    records = [json.loads(line) for line in (folder / "run/log.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     steps_log = [r for r in records if r["kind"] == "step"]
     result = {
         "name": name, "command": shlex.join(command), "steps": steps,
         "datasets": steps_log[-1]["datasets_seen"], "cpu_minutes": sum(r["cpu_seconds"] for r in steps_log) / 60,
         "final_train_loss": float(np.mean([r["loss"] for r in steps_log[-50:]])),
-        **score(folder / "run/model.pt", openml_cache),
+        **score(run_dir / "model.pt", openml_cache),
     }
     (folder / "score.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"{name}: {json.dumps(result)}", flush=True)
@@ -176,10 +219,11 @@ def main() -> None:
     run_parser = sub.add_parser("run")
     run_parser.add_argument("names", nargs="+", choices=list(CONFIGS))
     run_parser.add_argument("--budget-min", type=float, default=10.0, help="CPU minutes of training per run")
-    run_parser.add_argument("--out", type=Path, default=Path("runs/study"))
+    run_parser.add_argument("--out", type=Path, default=Path("results/recipe-study"))
+    run_parser.add_argument("--runs", type=Path, default=Path("runs/recipe-study"))
     run_parser.add_argument("--openml-cache", type=Path)
     table_parser = sub.add_parser("table")
-    table_parser.add_argument("--out", type=Path, default=Path("runs/study"))
+    table_parser.add_argument("--out", type=Path, default=Path("results/recipe-study"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "table":
@@ -195,10 +239,10 @@ def main() -> None:
     if args.openml_cache:
         from equibench.openml_data import working_cache
 
-        cache = working_cache(args.openml_cache, args.out / "openml-cache")
+        cache = working_cache(args.openml_cache, args.runs / "openml-cache")
     for name in args.names:
         started = time.perf_counter()
-        run(name, 60 * args.budget_min, args.out, cache)
+        run(name, 60 * args.budget_min, args.out, args.runs, cache)
         print(f"{name}: {time.perf_counter() - started:.0f} s wall", file=sys.stderr, flush=True)
 
 

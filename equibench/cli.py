@@ -145,6 +145,8 @@ def pretrain(
     decay_fraction: Annotated[float, typer.Option(help="wsd: share of the steps in the final cool-down.")] = 0.2,
     rows_curriculum: Annotated[Optional[str], typer.Option(help="Short-to-long curriculum 'STEP:ROWS,...': from STEP on, datasets have ROWS rows (before the first STEP, --rows).")] = None,
     tree_fraction: Annotated[float, typer.Option(help="Share of prior datasets whose target is a sum of random axis-aligned trees (0: the paper's v1 prior).")] = 0.0,
+    max_classes: Annotated[int, typer.Option(help="Most classes of a prior dataset (TabPFN* takes at most 10).")] = 10,
+    p_binary: Annotated[float, typer.Option(help="Share of prior batches with two classes.")] = 0.5,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (default: on for CUDA only).")] = None,
     seed: Annotated[int, typer.Option(help="Seeds the model init and the prior stream.")] = 0,
@@ -184,7 +186,8 @@ def pretrain(
             validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
             init_from=None if init_from is None else str(init_from),
         )
-        prior = PriorConfig(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction)
+        prior = PriorConfig(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction, max_classes=max_classes,
+                            p_binary=p_binary)
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"--time-limit takes a positive number of minutes, got {time_limit}")
         if resume and overwrite:
