@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures as futures
 import multiprocessing
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -78,6 +79,18 @@ def default_jobs(threads_per_cell: int = 1) -> int:
     return max(1, available_cores() // threads_per_cell)
 
 
+def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:
+    """In a worker process: exit as soon as ``parent_pid`` is no longer its parent (killed,
+    even by SIGKILL), instead of finishing its cell for nobody and then waiting forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 class LocalBackend(CellBackend):
     """This process for one job, else a pool of ``jobs`` spawned worker processes; a worker
     that dies fails its in-flight cells and the pool is rebuilt. Every cell sets its own
@@ -91,7 +104,10 @@ class LocalBackend(CellBackend):
     def _new_executor(self) -> futures.Executor:
         if self.jobs == 1:
             return SerialExecutor()
-        return futures.ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
+        return futures.ProcessPoolExecutor(
+            self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent,
+            initargs=(os.getpid(),),
+        )
 
     def submit(self, cell: Cell, context: CellContext) -> futures.Future:
         return self.executor.submit(run_cell, cell, context)

@@ -179,6 +179,14 @@ def test_same_seed_same_numbers_and_parallel_jobs_agree(tmp_path):
     assert manifest["settings"]["threads_per_cell"] == 1
 
 
+def test_default_jobs_fill_the_cores_with_cells_of_the_threads_per_cell():
+    from equibench.backends import available_cores, make_backend
+
+    for threads in (1, 2, available_cores() + 1):
+        with make_backend(None, threads_per_cell=threads) as backend:
+            assert backend.workers() == max(1, available_cores() // threads)
+
+
 def test_cells_run_on_the_threads_per_cell_whatever_this_process_runs_on(tmp_path):
     with _threads(1):
         evaluate(_tiny(methods=("linear-model",), threads_per_cell=2), tmp_path / "two", progress=False)
@@ -316,11 +324,27 @@ def _threads(count: int):
         torch.set_num_threads(before)
 
 
+def _children(pid: int) -> list[int]:
+    """Process ids of ``pid``'s children (Linux)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped by a container's init does not)."""
+    try:
+        return " Z " not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:4]
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads worker processes from /proc (Linux)")
 def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
     command = [
         sys.executable, "-m", "equibench.cli", "evaluate", "--suite", "demo", "--methods", "knn,linear-model,equitabpfn",
         "--folds", "0-2", "--equitabpfn-checkpoint", str(DATA / "tiny-equitabpfn.pt"),
         "--tabpfn-star-checkpoint", str(DATA / "tiny-tabpfn-star.pt"), "--out", str(tmp_path / "run"), "--no-progress",
+        "--jobs", "2",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # cwd outside the checkout: `-m` puts the cwd on sys.path, which would shadow an installed (non-editable) package
@@ -332,9 +356,15 @@ def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
         while process.poll() is None and len(list(cells.glob("*.json"))) < 5 and time.monotonic() < deadline:
             time.sleep(0.02)
         exited_by_itself = process.poll() is not None
+        workers = _children(process.pid)
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert not exited_by_itself or process.returncode == 0, stderr.read_text()
+    # its worker processes notice and exit instead of finishing their cells for nobody
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert workers and not [pid for pid in workers if _alive(pid)]
     done_before = len(list(cells.glob("*.json")))
     assert 5 <= done_before < 54, "the run should have been killed part-way"
     if (tmp_path / "run" / "results.csv").exists():  # whatever snapshot exists is a valid table
@@ -347,8 +377,8 @@ def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
     assert not list((tmp_path / "run").glob("**/.*.tmp"))
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert len(manifest["invocations"]) == 2 and manifest["invocations"][1]["pending"] == 54 - done_before
-    # the resumed table equals an uninterrupted run on the same threads (OMP_NUM_THREADS=1 above)
-    with _threads(1):
+    # the resumed table equals an uninterrupted serial run (whose cells also run on one thread)
+    with _threads(2):
         evaluate(_tiny(methods=("knn", "linear-model", "equitabpfn"), folds=(0, 1, 2)), tmp_path / "clean",
                  progress=False)
     clean = pd.read_csv(tmp_path / "clean" / "results.csv")
