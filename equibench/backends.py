@@ -25,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from .cells import Cell, CellContext, cached_task, run_cell
+from .worker_guard import exit_with_parent
 
 
 class CellBackend(ABC):
@@ -68,25 +69,20 @@ class SerialExecutor(futures.Executor):
         return future
 
 
-def limit_threads(threads: int) -> None:
-    """Make this worker process run torch and BLAS/OpenMP (numpy, scipy, scikit-learn) on
-    ``threads`` threads: workers sharing a machine do not oversubscribe it, and the same
-    threads per cell give the same numbers on every backend."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(threads)
-    threadpool_limits(threads)
-
-
 def available_cores() -> int:
     """CPU cores this process may use (its affinity mask where the OS has one)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def default_jobs(threads_per_cell: int = 1) -> int:
+    """Local worker processes that fill this machine's cores with cells of ``threads_per_cell`` threads."""
+    return max(1, available_cores() // threads_per_cell)
+
+
 class LocalBackend(CellBackend):
-    """This process for one job, else a pool of ``jobs`` spawned worker processes sharing the
-    CPU cores; a worker that dies fails its in-flight cells and the pool is rebuilt."""
+    """This process for one job, else a pool of ``jobs`` spawned worker processes; a worker
+    that dies fails its in-flight cells and the pool is rebuilt. Every cell sets its own
+    threads (``CellContext.threads``), so the workers need no thread settings of their own."""
 
     def __init__(self, jobs: int = 1):
         check_backend_options(jobs, None)
@@ -96,10 +92,9 @@ class LocalBackend(CellBackend):
     def _new_executor(self) -> futures.Executor:
         if self.jobs == 1:
             return SerialExecutor()
-        threads = max(1, available_cores() // self.jobs)
         return futures.ProcessPoolExecutor(
-            self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
-            initargs=(threads, os.getpid()),
+            self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent,
+            initargs=(os.getpid(),),
         )
 
     def submit(self, cell: Cell, context: CellContext) -> futures.Future:
@@ -139,25 +134,6 @@ class LocalBackend(CellBackend):
             process.join(timeout=10)
 
 
-def _start_worker(threads: int, parent_pid: int) -> None:
-    """Initializer of a local worker process: its threads, and exit with its parent."""
-    from .worker_guard import exit_with_parent
-
-    limit_threads(threads)
-    exit_with_parent(parent_pid)
-
-
-def _thread_limit_plugin(threads: int):
-    """A Dask worker plugin applying :func:`limit_threads` (again after a worker restarts)."""
-    from distributed import WorkerPlugin
-
-    class ThreadLimit(WorkerPlugin):
-        def setup(self, worker) -> None:
-            limit_threads(threads)
-
-    return ThreadLimit()
-
-
 def _equibench_version() -> str:
     from . import __version__
 
@@ -170,8 +146,9 @@ MAX_RESUBMISSIONS = 3
 class DaskBackend(CellBackend):
     """Cells as tasks of a Dask cluster (``dask.distributed``).
 
-    Workers of a remote cluster keep their own thread settings (Dask's default: one BLAS and
-    torch thread per task slot); ``local:N`` workers share this machine's cores like ``--jobs N``.
+    Every cell sets its own torch and BLAS threads (``CellContext.threads``) on any worker, so
+    a cluster gives the numbers of local execution; give each worker thread (task slot) that
+    many cores. ``local:N`` workers run one cell at a time each, like ``--jobs N``.
     The client loads each task once and scatters it to the cluster; workers pass it to each
     other, so they need neither OpenML nor a shared cache. A worker that dies mid-cell has its
     cell rescheduled by Dask on another worker (and cells whose scattered task died with it are
@@ -179,8 +156,7 @@ class DaskBackend(CellBackend):
     ``distributed.scheduler.allowed-failures`` + 1 workers ends as a failed row.
     """
 
-    def __init__(self, client, cluster=None, cell_threads: int | None = None):
-        """``cell_threads``: torch and BLAS threads of each worker process (None: leave the workers' own)."""
+    def __init__(self, client, cluster=None):
         self.client = client
         self.cluster = cluster  # closed with the backend when this backend started it
         self.executor = client.get_executor(pure=False)
@@ -189,8 +165,6 @@ class DaskBackend(CellBackend):
         self._resubmitted: Counter = Counter()  # cell -> times submitted again after losing its data
         self._size, self._size_checked = (0, 0), -float("inf")  # see _cluster_size
         try:
-            if cell_threads is not None:
-                self.client.register_plugin(_thread_limit_plugin(cell_threads), name="equibench-thread-limit")
             self._check_worker_versions()
         except BaseException:
             self.close()
@@ -215,7 +189,7 @@ class DaskBackend(CellBackend):
             # taken from the cells); nothing reads it without a dashboard
             with dask.config.set({"distributed.worker.profile.enabled": False}):
                 cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-            return cls(Client(cluster), cluster, cell_threads=max(1, available_cores() // workers))
+            return cls(Client(cluster), cluster)
         try:
             if scheduler.endswith(".json"):
                 if not Path(scheduler).is_file():
@@ -293,14 +267,17 @@ class DaskBackend(CellBackend):
             self.cluster.close()
 
 
-def check_backend_options(jobs: int, scheduler: str | None) -> None:
-    if jobs < 1:
+def check_backend_options(jobs: int | None, scheduler: str | None) -> None:
+    """``jobs`` None: not given (the default of :func:`make_backend`)."""
+    if jobs is not None and jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
-    if scheduler and jobs != 1:
+    if scheduler and jobs not in (None, 1):
         raise ValueError("--jobs and --scheduler exclude each other: on a Dask cluster its workers set the parallelism")
 
 
-def make_backend(jobs: int = 1, scheduler: str | None = None) -> CellBackend:
-    """The backend for ``--jobs`` or ``--scheduler``."""
+def make_backend(jobs: int | None = 1, scheduler: str | None = None, threads_per_cell: int = 1) -> CellBackend:
+    """The backend for ``--jobs`` or ``--scheduler``; ``jobs`` None: :func:`default_jobs`."""
     check_backend_options(jobs, scheduler)
-    return DaskBackend.connect(scheduler) if scheduler else LocalBackend(jobs)
+    if scheduler:
+        return DaskBackend.connect(scheduler)
+    return LocalBackend(default_jobs(threads_per_cell) if jobs is None else jobs)

@@ -6,7 +6,11 @@ probabilities go back to the calling process, which alone writes the results sto
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import random
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -42,6 +46,7 @@ class CellContext:
     openml_cache: str | None  # the writable working cache
     seed: int
     method_settings: dict  # method name -> settings
+    threads: int = 1  # torch and BLAS/OpenMP threads of every cell (--threads-per-cell), whatever the backend
     equibench_version: str = __version__  # the caller's: a worker with another version refuses the cell
 
 
@@ -81,10 +86,21 @@ def _prepared_fold(task: Task, fold: int, seed: int) -> dict:
 
 
 def run_cell(cell: Cell, context: CellContext, task: Task | None = None) -> CellOutcome:
-    """Fit and evaluate one cell; never raises: failures come back as a failed row.
+    """Fit and evaluate one cell on ``context.threads`` threads with deterministic torch (see
+    :func:`reproducible_cell`); never raises: failures come back as a failed row, which
+    records the threads the cell ran with.
 
     ``task`` is the cell's task when the caller ships it (a Dask cluster); otherwise the
     worker loads it from ``context.openml_cache``."""
+    import torch
+
+    with reproducible_cell(context.threads):
+        outcome = _fit_and_score(cell, context, task)
+        outcome.row["threads"] = torch.get_num_threads()
+    return outcome
+
+
+def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellOutcome:
     row = {**failed_row(cell, context.seed, ""), "status": "ok"}
     if context.equibench_version != __version__:  # e.g. a Dask worker that joined with other code
         reason = (f"this worker runs equibench {__version__}, the caller {context.equibench_version}; install the "
@@ -121,5 +137,57 @@ def run_cell(cell: Cell, context: CellContext, task: Task | None = None) -> Cell
 def _seed_everything(seed: int) -> None:
     import torch
 
+    random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+_cells_lock = threading.Lock()
+_cells_active = 0  # cells running in this process (a Dask worker may run several, one per thread)
+_outside: dict = {}  # the process's settings before its first active cell, restored after its last
+
+
+@contextlib.contextmanager
+def reproducible_cell(threads: int):
+    """Run the block like every cell runs, whatever the backend: torch and BLAS/OpenMP
+    (numpy, scipy, scikit-learn) on ``threads`` threads, and torch's deterministic
+    algorithms (warn-only, so an op without a deterministic kernel still runs; cuDNN
+    without autotuning; cuBLAS with a fixed workspace). The thread count fixes the order of
+    floating-point reductions, which the neural baselines' trainings amplify.
+
+    Thread settings are per OS thread (OpenMP) and per process (BLAS pools, torch flags):
+    each cell applies them in its own thread, and the last cell of the process to finish
+    restores what was there before."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    global _cells_active
+    with _cells_lock:
+        if _cells_active == 0:
+            _outside.update(
+                torch_threads=torch.get_num_threads(), blas=threadpool_limits(threads),
+                deterministic=torch.are_deterministic_algorithms_enabled(),
+                warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
+                cudnn=(torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic),
+                cublas=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+            )
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = False, True
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        else:
+            threadpool_limits(threads)  # this thread's OpenMP setting; the BLAS pools are set already
+        torch.set_num_threads(threads)
+        _cells_active += 1
+    try:
+        yield
+    finally:
+        with _cells_lock:
+            _cells_active -= 1
+            if _cells_active == 0:
+                _outside["blas"].restore_original_limits()
+                torch.set_num_threads(_outside["torch_threads"])
+                torch.use_deterministic_algorithms(_outside["deterministic"], warn_only=_outside["warn_only"])
+                torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = _outside["cudnn"]
+                if _outside["cublas"] is None:
+                    os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+                _outside.clear()

@@ -301,7 +301,7 @@ def evaluate(
     methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
     ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
-    jobs: Annotated[int, typer.Option(help="Cells run in parallel worker processes on this machine.")] = 1,
+    jobs: Annotated[Optional[int], typer.Option(help="Cells run in parallel worker processes on this machine (default: its cores / --threads-per-cell, or 1 with a --device other than cpu; 1 runs them in this process).", show_default=False)] = None,
     scheduler: Annotated[Optional[str], typer.Option(envvar="EQUIBENCH_SCHEDULER", help="Run the cells on a Dask cluster: its scheduler address (tcp://host:8786), a scheduler file (.json), or local:N for N worker processes here. See docs/DISTRIBUTED.md.")] = None,
     openml_cache: Annotated[Optional[Path], typer.Option(help="OpenML cache in openml's layout (copied, never modified); default $OPENML_CACHE_DIR.")] = None,
     tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS. Without, their cells are skipped.")] = None,
@@ -309,8 +309,9 @@ def evaluate(
     tabpfn_star_checkpoint: Annotated[str, typer.Option(help="TabPFN* checkpoint file, or `default`.")] = "default",
     seed: Annotated[int, typer.Option(help="Seed of every method and of the preprocessing.")] = 0,
     device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
+    threads_per_cell: Annotated[int, typer.Option(help="Torch and BLAS threads of every cell, whatever --jobs or --scheduler: threads change the numbers, so this is a run setting like --seed.")] = 1,
     dry_run: Annotated[bool, typer.Option(help="List the cells (and which are already done) without running them.")] = False,
-    rerun_changed: Annotated[bool, typer.Option(help="Replace stored cells of methods whose settings (checkpoint, weights) changed.")] = False,
+    rerun_changed: Annotated[bool, typer.Option(help="Replace stored cells of methods whose settings (checkpoint, weights) changed; all cells if --threads-per-cell changed.")] = False,
     allow_failures: Annotated[bool, typer.Option(help="Exit 0 even when cells of this run failed (they are stored as failed rows either way).")] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
@@ -330,10 +331,13 @@ def evaluate(
             openml_cache=None if openml_cache is None else str(openml_cache),
             tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
             equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
+            threads_per_cell=threads_per_cell,
         )
         out = out or Path("results") / Path(suite).stem
         check_backend_options(jobs, scheduler)
-        with _stop_on_sigterm(), LocalBackend() if dry_run else make_backend(jobs, scheduler) as backend:
+        if jobs is None and device != "cpu":
+            jobs = 1  # one process owns the GPU rather than one CUDA context per core
+        with _stop_on_sigterm(), LocalBackend() if dry_run else make_backend(jobs, scheduler, threads_per_cell) as backend:
             summary = run_evaluation(
                 config, out, backend=backend, dry_run=dry_run, progress=progress, console=errors,
                 rerun_changed=rerun_changed,

@@ -53,6 +53,7 @@ class EvaluateConfig:
     tabpfn_star_checkpoint: str = "default"
     max_train_rows: int = 3000  # PFN context cap (class-balanced subsample)
     device: str = "cpu"
+    threads_per_cell: int = 1  # torch and BLAS threads of every cell, whatever the backend
 
     def __post_init__(self) -> None:
         if not self.methods:
@@ -67,6 +68,8 @@ class EvaluateConfig:
             raise ValueError(f"ensemble sizes must be positive integers, got {list(self.ensembles)}")
         if self.max_train_rows < 1:
             raise ValueError(f"max_train_rows must be positive, got {self.max_train_rows}")
+        if self.threads_per_cell < 1:
+            raise ValueError(f"--threads-per-cell must be at least 1, got {self.threads_per_cell}")
 
     def resolved_openml_cache(self) -> str | None:
         return self.openml_cache or os.environ.get("OPENML_CACHE_DIR") or None
@@ -92,8 +95,9 @@ def _method_settings(config: EvaluateConfig) -> dict:
 
 
 def _fingerprint(config: EvaluateConfig, method_settings: dict) -> dict:
-    """What makes a cell's numbers: the seed, and per method the settings that change them
-    (the PFN checkpoints' content, the context cap, the TabPFN weights)."""
+    """What makes a cell's numbers: the seed, the threads per cell (the order of floating-point
+    reductions), and per method the settings that change them (the PFN checkpoints' content,
+    the context cap, the TabPFN weights)."""
     methods = {name: {} for name in METHODS}
     for name in ("equitabpfn", "tabpfn-star"):
         path = Path(method_settings[name]["checkpoint"])
@@ -110,7 +114,7 @@ def _fingerprint(config: EvaluateConfig, method_settings: dict) -> dict:
         methods[name] = {"checkpoint_sha256": _file_digest(path), "max_train_rows": config.max_train_rows}
     for name in ("tabpfn-v1", "tabpfn-v2"):
         methods[name] = {"tabpfn_weights": config.resolved_tabpfn_weights()}
-    return {"seed": config.seed, "methods": methods}
+    return {"seed": config.seed, "threads_per_cell": config.threads_per_cell, "methods": methods}
 
 
 def _stale_methods(saved: dict, current: dict, stored_methods: set[str]) -> list[str]:
@@ -212,7 +216,12 @@ def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_c
                 f"{str(out_dir)!r} holds results made with --seed {saved['seed']}; rerun with it to resume, "
                 "or pass a new --out directory"
             )
-        stale = _stale_methods(saved, fingerprint, {row["method"] for row in store.rows()})
+        stored = {row["method"] for row in store.rows()}
+        stale = _stale_methods(saved, fingerprint, stored)
+        if stored and saved.get("threads_per_cell") != fingerprint["threads_per_cell"]:
+            if not rerun_changed:
+                raise ValueError(_threads_refusal(out_dir, saved.get("threads_per_cell"), config.threads_per_cell))
+            stale = sorted(stored)  # every stored cell's numbers depend on its threads
         if stale and not rerun_changed:
             raise ValueError(
                 f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
@@ -229,7 +238,17 @@ def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_c
 
             working = str(working_cache(source, work_cache))
     infos = _task_infos(suite, working)
-    return suite, CellContext(working, config.seed, method_settings), fingerprint, infos
+    return suite, CellContext(working, config.seed, method_settings, config.threads_per_cell), fingerprint, infos
+
+
+def _threads_refusal(out_dir: Path, before: int | None, now: int) -> str:
+    """Why a run whose stored cells ran on ``before`` threads (None: not recorded) cannot resume on ``now``."""
+    if before is None:
+        return (f"{str(out_dir)!r} holds results made before threads per cell were recorded; pass --rerun-changed "
+                f"to rerun them all with --threads-per-cell {now}, or a new --out directory")
+    return (f"{str(out_dir)!r} holds results made with --threads-per-cell {before} (threads change the numbers); "
+            f"rerun with it to resume, pass --rerun-changed to rerun them all with --threads-per-cell {now}, "
+            "or a new --out directory")
 
 
 def _warn_of_cache_gaps(config: EvaluateConfig, console: Console) -> None:
@@ -257,8 +276,9 @@ def evaluate(
     rerun_changed: bool = False,
 ) -> EvaluateSummary:
     """Run the pending cells of ``config`` into ``out_dir`` (finished ones are kept; with
-    ``rerun_changed``, those of methods whose settings changed are replaced). Cells run on
-    ``backend`` (default: one at a time in this process); with several workers, the longest
+    ``rerun_changed``, those of methods whose settings changed are replaced, all of them when
+    the threads per cell changed). Cells run on ``backend`` (default: one at a time in this
+    process), each on ``config.threads_per_cell`` threads; with several workers, the longest
     (by :func:`estimated_cost`) go first so the tail of the run is short.
 
     The folder is locked for the run (a second run on it is refused, naming the first); a

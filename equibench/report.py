@@ -127,7 +127,10 @@ def _aggregate_item(aggregate: pd.DataFrame, suite: str, out_dir: Path) -> list[
     description = (
         f"Aggregate results on {suite}: median over tasks of the accuracy improvement over KNN, and mean ± s.e.m. "
         "over tasks of each task's mean over folds (%), mean fit + predict time per fold over all cells; "
-        "sorted by median relative accuracy."
+        "sorted by median relative accuracy. The s.e.m. is the spread between tasks; the fold-to-fold s.d. (mean "
+        "over tasks of the s.d. of accuracy over a task's folds) is the spread within a task. Each number rests on "
+        "the tasks, folds per task and seeds in the last columns: one run (one seed) per (task, fold), so the "
+        "seed-to-seed spread of the stochastic trainings is not in these numbers."
     )
     return ["### Aggregate table", "", *_table_item(description, tables.aggregate_display(aggregate), aggregate,
                                                       out_dir, f"{_file_stem(suite)}_aggregate")]

@@ -86,22 +86,37 @@ def relative_to_knn(cells: pd.DataFrame, metric: str) -> pd.Series:
     return (100 * (means[metric] - reference) / reference).dropna().rename(f"{metric}_rel_pct")
 
 
+def support(cells: pd.DataFrame, by: str = "entry") -> pd.DataFrame:
+    """What each group's numbers rest on: tasks, the fewest and most folds of a task, and the
+    seeds the cells were run with (per group of ``by``)."""
+    folds = cells.groupby([by, "task_id"])["fold"].nunique().groupby(level=by)
+    seeds = cells.groupby(by)["seed"].nunique() if "seed" in cells else pd.Series(dtype=float)
+    return pd.DataFrame({
+        "n_tasks": cells.groupby(by)["task_id"].nunique(), "folds_per_task_min": folds.min(),
+        "folds_per_task_max": folds.max(), "n_seeds": seeds,
+    })
+
+
 def aggregate_table(cells: pd.DataFrame) -> pd.DataFrame:
     """The paper's table over the main entries, indexed by entry: median relative accuracy vs
-    KNN, mean and s.e.m. over tasks of the per-task fold means (in %), mean time per fold over
-    all cells, task and fold counts; sorted by median relative accuracy (then mean accuracy)."""
+    KNN, mean and s.e.m. over tasks of the per-task fold means (in %), the fold-to-fold spread
+    (mean over tasks of the s.d. of accuracy over the task's folds, in %), mean time per fold
+    over all cells, what the numbers rest on (tasks, (task, fold) cells, folds per task,
+    seeds); sorted by median relative accuracy (then mean accuracy)."""
     main = cells[cells["main"]]
     table = main.groupby("entry").agg(
-        method=("method", "first"), variant=("variant", "first"), time_s=("time_s", "mean"),
-        n_tasks=("task_id", "nunique"), n_folds=("fold", "size"),
-    )
+        method=("method", "first"), variant=("variant", "first"), time_s=("time_s", "mean"), n_folds=("fold", "size"),
+    ).join(support(main))
     table["median_rel_accuracy_pct"] = relative_to_knn(main, "accuracy").groupby(level="entry").median()
     per_task = main.groupby(["entry", "task_id"])[list(METRICS)].mean().groupby(level="entry")
     for metric in METRICS:
         table[f"{metric}_mean_pct"] = 100 * per_task[metric].mean()
         table[f"{metric}_sem_pct"] = 100 * per_task[metric].sem()
+    fold_sd = main.groupby(["entry", "task_id"])["accuracy"].std()  # NaN for a task with one fold
+    table["accuracy_fold_sd_pct"] = 100 * fold_sd.groupby(level="entry").mean()
     columns = ["method", "variant", "median_rel_accuracy_pct",
-               *(f"{metric}_{stat}_pct" for metric in METRICS for stat in ("mean", "sem")), "time_s", "n_tasks", "n_folds"]
+               *(f"{metric}_{stat}_pct" for metric in METRICS for stat in ("mean", "sem")), "accuracy_fold_sd_pct",
+               "time_s", "n_tasks", "n_folds", "folds_per_task_min", "folds_per_task_max", "n_seeds"]
     table = table[columns].reset_index()
     table = table.sort_values(["median_rel_accuracy_pct", "accuracy_mean_pct", "entry"],
                               ascending=[False, False, True], na_position="last")
@@ -140,7 +155,7 @@ def ensemble_table(cells: pd.DataFrame) -> pd.DataFrame:
     table = cells.groupby("entry").agg(
         method=("method", "first"), variant=("variant", "first"), members=("members", "first"),
         time_s=("time_s", "mean"),
-    )
+    ).join(support(cells))
     table["auc_rel_pct"] = relative_to_knn(cells, "auc").groupby(level="entry").mean()
     table = table.dropna(subset=["time_s", "auc_rel_pct"])
     ensembled = cells[cells["variant"].map(is_ensemble_variant)]["method"].unique()
@@ -181,15 +196,27 @@ def _mean_sem(mean: float, sem: float) -> str:
     return _number(mean) if pd.isna(sem) or pd.isna(mean) else f"{mean:.1f} ± {sem:.1f}"
 
 
+def _count(value: float) -> str:
+    return "n/a" if pd.isna(value) else str(int(value))
+
+
+def _folds_per_task(table: pd.DataFrame) -> list[str]:
+    """"10", or "3-10" when tasks have different numbers of folds."""
+    return [_count(low) if low == high or pd.isna(low) else f"{int(low)}-{int(high)}"
+            for low, high in zip(table["folds_per_task_min"], table["folds_per_task_max"])]
+
+
 def aggregate_display(table: pd.DataFrame) -> pd.DataFrame:
     """The aggregate table formatted like the paper's (strings)."""
     display = pd.DataFrame({"method": table.index})
     display["median rel. acc. vs KNN (%)"] = table["median_rel_accuracy_pct"].map(_number).to_numpy()
     for metric, name in (("accuracy", "accuracy (%)"), ("auc", "AUC (%)"), ("f1", "F1 (%)")):
         display[name] = [_mean_sem(m, s) for m, s in zip(table[f"{metric}_mean_pct"], table[f"{metric}_sem_pct"])]
+    display["fold-to-fold s.d. of accuracy (%)"] = table["accuracy_fold_sd_pct"].map(_number).to_numpy()
     display["time per fold (s)"] = table["time_s"].map(_seconds).to_numpy()
     display["tasks"] = table["n_tasks"].astype(str).to_numpy()
-    display["folds"] = table["n_folds"].astype(str).to_numpy()
+    display["folds per task"] = _folds_per_task(table)
+    display["seeds"] = table["n_seeds"].map(_count).to_numpy()
     return display
 
 
@@ -210,6 +237,9 @@ def ensemble_display(table: pd.DataFrame) -> pd.DataFrame:
         "time per fold (s)": table["time_s"].map(_seconds).to_numpy(),
         "AUC improvement over KNN (%)": table["auc_rel_pct"].map(_number).to_numpy(),
         "Pareto front": ["yes" if value else "" for value in table["pareto"]],
+        "tasks": table["n_tasks"].astype(str).to_numpy(),
+        "folds per task": _folds_per_task(table),
+        "seeds": table["n_seeds"].map(_count).to_numpy(),
     })
 
 

@@ -31,7 +31,7 @@ from .model.checkpoint import atomic_write
 COLUMNS = [
     "suite", "task_id", "dataset", "fold", "method", "variant", "status", "reason",
     "accuracy", "auc", "f1", "log_loss", "time_fit_s", "time_predict_s",
-    "n_train", "n_val", "n_test", "n_features", "n_features_used", "n_classes", "seed", "proba_file", "traceback_file",
+    "n_train", "n_val", "n_test", "n_features", "n_features_used", "n_classes", "seed", "threads", "proba_file", "traceback_file",
 ]
 FINISHED = ("ok", "skipped")  # failed cells are run again by the next invocation
 REQUIRED_KEYS = ("suite", "task_id", "fold", "method", "variant", "status")

@@ -27,7 +27,8 @@ import dask  # noqa: E402
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
 
 DATA = Path(__file__).parent / "data"
-METRICS = ["task_id", "fold", "method", "variant", "status", "accuracy", "auc", "f1", "log_loss", "n_train", "n_test"]
+METRICS = ["task_id", "fold", "method", "variant", "status", "accuracy", "auc", "f1", "log_loss", "n_train", "n_test",
+           "threads"]
 
 
 def _config(**changes) -> EvaluateConfig:
@@ -47,13 +48,13 @@ def _assert_same_rows(left: pd.DataFrame, right: pd.DataFrame) -> None:
 
 
 def test_a_local_dask_cluster_gives_the_rows_of_local_execution(tmp_path):
-    # the same threads per cell as --jobs 2 (thread counts move lbfgs iterates by rounding)
+    # every cell runs on --threads-per-cell threads (1) on both backends: the same numbers
     with LocalBackend(2) as backend:
         evaluate(_config(), tmp_path / "local", backend=backend, progress=False)
     with DaskBackend.connect("local:2") as backend:
         assert backend.workers() == 2 and backend.capacity() == 4
         summary = evaluate(_config(), tmp_path / "dask", backend=backend, progress=False)
-    assert summary.counts == {"ok": 24}
+    assert summary.counts == {"ok": 24} and set(_table(tmp_path / "dask").threads) == {1}
     _assert_same_rows(_table(tmp_path / "dask"), _table(tmp_path / "local"))
     # the cluster is gone with the backend; rerunning has nothing left to do
     assert evaluate(_config(), tmp_path / "dask", progress=False).pending == []

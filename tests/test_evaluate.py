@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from equibench.baselines import knn as knn_module
 from equibench.baselines.knn import KNNMethod
 from equibench.cli import app
-from equibench.backends import LocalBackend, available_cores
+from equibench.backends import LocalBackend
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.metrics import cell_metrics
 from equibench.model import default_checkpoint
@@ -164,16 +164,62 @@ def test_evaluate_writes_the_table_probabilities_and_manifest(tmp_path):
 
 
 def test_same_seed_same_numbers_and_parallel_jobs_agree(tmp_path):
-    # thread counts move lbfgs iterates by rounding, so the serial run gets the workers' threads
-    with _threads(max(1, available_cores() // 2)):
+    # every cell runs on --threads-per-cell threads (1), not on this process's own (2 here)
+    with _threads(2):
         serial = evaluate(_tiny(), tmp_path / "a", progress=False)
+        assert torch.get_num_threads() == 2 and not torch.are_deterministic_algorithms_enabled()  # restored
     with LocalBackend(2) as backend:
         evaluate(_tiny(), tmp_path / "b", backend=backend, progress=False)
-    columns = ["task_id", "method", "accuracy", "auc", "f1", "log_loss"]
+    columns = ["task_id", "method", "accuracy", "auc", "f1", "log_loss", "threads"]
     a = pd.read_csv(tmp_path / "a" / "results.csv")[columns]
     b = pd.read_csv(tmp_path / "b" / "results.csv")[columns]
     pd.testing.assert_frame_equal(a, b, check_exact=True)
-    assert len(serial.cells) == 12
+    assert len(serial.cells) == 12 and set(a.threads) == {1}
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["settings"]["threads_per_cell"] == 1
+
+
+def test_default_jobs_fill_the_cores_with_cells_of_the_threads_per_cell():
+    from equibench.backends import available_cores, make_backend
+
+    for threads in (1, 2, available_cores() + 1):
+        with make_backend(None, threads_per_cell=threads) as backend:
+            assert backend.workers() == max(1, available_cores() // threads)
+
+
+def test_cells_run_on_the_threads_per_cell_whatever_this_process_runs_on(tmp_path):
+    with _threads(1):
+        evaluate(_tiny(methods=("linear-model",), threads_per_cell=2), tmp_path / "two", progress=False)
+        assert torch.get_num_threads() == 1
+    assert set(pd.read_csv(tmp_path / "two" / "results.csv").threads) == {2}
+
+
+def test_resuming_with_another_thread_count_is_refused_or_reruns_every_cell(tmp_path):
+    evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"made with --threads-per-cell 1 .*rerun with it to resume, pass "
+                                         r"--rerun-changed to rerun them all with --threads-per-cell 2"):
+        evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False)
+    assert len(pd.read_csv(tmp_path / "results.csv")) == 6  # nothing run, nothing forgotten
+    summary = evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False,
+                       rerun_changed=True)
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert len(summary.pending) == 12 and len(table) == 12 and set(table.threads) == {2}
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["settings"]["threads_per_cell"] == 2
+    # a run made before threads were recorded cannot be resumed either
+    manifest["settings"].pop("threads_per_cell")
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="before threads per cell were recorded; pass --rerun-changed"):
+        evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False)
+
+
+def test_cli_refuses_to_resume_with_another_thread_count_in_one_line(tmp_path):
+    arguments = ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0", "--jobs", "1", "--out", str(tmp_path)]
+    assert CliRunner().invoke(app, arguments).exit_code == 0
+    result = CliRunner().invoke(app, [*arguments, "--threads-per-cell", "2"], terminal_width=400)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "--threads-per-cell 1" in lines[0]
 
 
 def test_a_failing_method_gives_a_failed_row_and_the_run_goes_on(tmp_path, monkeypatch):
@@ -247,6 +293,7 @@ def test_resuming_with_different_settings_is_refused_or_replaces(tmp_path):
     (["--methods", "knn,nope"], "unknown method 'nope'"),
     (["--folds", "zero"], "--folds takes comma-separated integers"),
     (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--threads-per-cell", "0"], "--threads-per-cell must be at least 1"),
     (["--ensembles", "0"], "ensemble sizes must be positive"),
     (["--equitabpfn-checkpoint", "/no/such.pt"], "does not exist"),
     (["--equitabpfn-checkpoint", str(DATA / "tiny-tabpfn-star.pt")], "not equitabpfn"),
@@ -277,11 +324,27 @@ def _threads(count: int):
         torch.set_num_threads(before)
 
 
+def _children(pid: int) -> list[int]:
+    """Process ids of ``pid``'s children (Linux)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped by a container's init does not)."""
+    try:
+        return " Z " not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:4]
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads worker processes from /proc (Linux)")
 def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
     command = [
         sys.executable, "-m", "equibench.cli", "evaluate", "--suite", "demo", "--methods", "knn,linear-model,equitabpfn",
         "--folds", "0-2", "--equitabpfn-checkpoint", str(DATA / "tiny-equitabpfn.pt"),
         "--tabpfn-star-checkpoint", str(DATA / "tiny-tabpfn-star.pt"), "--out", str(tmp_path / "run"), "--no-progress",
+        "--jobs", "2",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # cwd outside the checkout: `-m` puts the cwd on sys.path, which would shadow an installed (non-editable) package
@@ -293,9 +356,15 @@ def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
         while process.poll() is None and len(list(cells.glob("*.json"))) < 5 and time.monotonic() < deadline:
             time.sleep(0.02)
         exited_by_itself = process.poll() is not None
+        workers = _children(process.pid)
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert not exited_by_itself or process.returncode == 0, stderr.read_text()
+    # its worker processes notice and exit instead of finishing their cells for nobody
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert workers and not [pid for pid in workers if _alive(pid)]
     done_before = len(list(cells.glob("*.json")))
     assert 5 <= done_before < 54, "the run should have been killed part-way"
     if (tmp_path / "run" / "results.csv").exists():  # whatever snapshot exists is a valid table
@@ -308,8 +377,8 @@ def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
     assert not list((tmp_path / "run").glob("**/.*.tmp"))
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert len(manifest["invocations"]) == 2 and manifest["invocations"][1]["pending"] == 54 - done_before
-    # the resumed table equals an uninterrupted run on the same threads (OMP_NUM_THREADS=1 above)
-    with _threads(1):
+    # the resumed table equals an uninterrupted serial run (whose cells also run on one thread)
+    with _threads(2):
         evaluate(_tiny(methods=("knn", "linear-model", "equitabpfn"), folds=(0, 1, 2)), tmp_path / "clean",
                  progress=False)
     clean = pd.read_csv(tmp_path / "clean" / "results.csv")

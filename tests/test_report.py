@@ -108,19 +108,24 @@ def _expected(rows: list[dict], method: str, variant: str) -> dict[str, float]:
     """Aggregate row computed from the raw CSV rows with plain Python."""
     accuracy, knn = _fold_values(rows, method, variant, "accuracy"), _fold_values(rows, "knn", "default", "accuracy")
     tasks = sorted({task for task, _ in accuracy})
-    relative, task_means = [], []
+    relative, task_means, fold_sds = [], [], []
     for task in tasks:
         folds = [key for key in accuracy if key[0] == task]
         paired = [key for key in folds if key in knn]
         mine, theirs = statistics.mean(accuracy[k] for k in paired), statistics.mean(knn[k] for k in paired)
         relative.append(100 * (mine - theirs) / theirs)
         task_means.append(statistics.mean(accuracy[k] for k in folds))
+        fold_sds.append(statistics.stdev(accuracy[k] for k in folds))
     times = [float(row["time_fit_s"]) + float(row["time_predict_s"]) for row in rows
              if (row["method"], row["variant"]) == (method, variant)]
     return {"median_rel_accuracy_pct": statistics.median(relative),
             "accuracy_mean_pct": 100 * statistics.mean(task_means),
             "accuracy_sem_pct": 100 * statistics.stdev(task_means) / math.sqrt(len(task_means)),
-            "time_s": statistics.mean(times), "n_tasks": len(tasks), "n_folds": len(times)}
+            "accuracy_fold_sd_pct": 100 * statistics.mean(fold_sds),
+            "time_s": statistics.mean(times), "n_tasks": len(tasks), "n_folds": len(times),
+            "folds_per_task_min": min(len([k for k in accuracy if k[0] == task]) for task in tasks),
+            "folds_per_task_max": max(len([k for k in accuracy if k[0] == task]) for task in tasks),
+            "n_seeds": len({row["seed"] for row in rows if (row["method"], row["variant"]) == (method, variant)})}
 
 
 def test_every_figure_and_table_is_written_and_referenced(report: Path):
@@ -154,6 +159,16 @@ def test_aggregate_table_matches_an_independent_computation(report, results_dirs
         assert table.at[entry, column] == pytest.approx(value), column
     assert list(table["median_rel_accuracy_pct"]) == sorted(table["median_rel_accuracy_pct"], reverse=True)
     assert "EquiTabPFN (n4)" not in table.index  # main tables: smallest ensemble only
+
+
+def test_tables_say_how_many_tasks_folds_and_seeds_each_number_rests_on(report):
+    aggregate = (report.parent / "tables" / "gt10_aggregate.md").read_text().splitlines()
+    assert aggregate[0].endswith("| fold-to-fold s.d. of accuracy (%) | time per fold (s) | tasks | folds per task | seeds |")
+    # xgboost lost one of 41's three folds: 2-3 folds per task
+    assert [line for line in aggregate if line.startswith("| XGBoost |")][0].endswith("| 4 | 2-3 | 1 |")
+    ensembles = (report.parent / "tables" / "gt10_ensembles.md").read_text().splitlines()
+    assert ensembles[0].endswith("| tasks | folds per task | seeds |") and ensembles[2].endswith("| 4 | 3 | 1 |")
+    assert "seed-to-seed spread of the stochastic trainings is not in these numbers" in report.read_text()
 
 
 def test_skipped_and_failed_rows_are_counted_not_scored(report):
