@@ -1,28 +1,57 @@
-"""The ``equibench`` command line: a thin Typer layer over the library functions."""
+"""The ``equibench`` command line: a thin Typer layer over the library functions.
+
+Heavy modules (torch, scikit-learn, pandas) are imported inside the commands that need
+them, so that ``equibench --help`` and the listing commands start fast.
+"""
 
 from __future__ import annotations
 
+import json
 import platform
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
-import torch
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
-from .model import SIZES, CheckpointError, load_checkpoint, packaged_checkpoints, read_card, save_checkpoint
+
+#: Mirrors equibench.model.SIZES (checked by a test) so that the CLI need not import torch.
+SIZE_NAMES = ("tiny", "small", "medium", "base")
 
 app = typer.Typer(
     help="Pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines.",
     no_args_is_help=True,
-    add_completion=False,
 )
-console = Console()
-errors = Console(stderr=True, soft_wrap=True)
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console whose lines are never hard-wrapped or cut: piped output uses unlimited
+    width (tables at their natural width), a terminal soft-wraps long lines."""
+    console = Console(stderr=stderr, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = 100_000
+    return console
+
+
+console = _console()
+errors = _console(stderr=True)
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    """A table whose cells fold onto more lines in a narrow terminal, never cut with an ellipsis."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _print_json(data) -> None:
+    """Machine-readable output: one JSON document on stdout, nothing else."""
+    typer.echo(json.dumps(data, indent=2, default=str))
 
 
 def _fail(error: Exception) -> typer.Exit:
@@ -31,47 +60,83 @@ def _fail(error: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"equibench {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        Optional[bool],
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
     """Pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines."""
 
 
-@app.command()
-def info() -> None:
-    """Versions, compute device and the checkpoints packaged with this installation."""
-    console.print(f"[bold]equibench[/bold] {__version__}")
-    console.print(f"python {platform.python_version()}, torch {torch.__version__}")
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def info_data() -> dict:
+    """What `equibench info` reports, as plain data."""
+    import torch
+
+    from .model import CheckpointError, packaged_checkpoints, read_card
+
     if torch.cuda.is_available():
-        device = f"cuda ({torch.cuda.get_device_name(0)})"
+        device = {"type": "cuda", "name": torch.cuda.get_device_name(0)}
     else:
-        device = f"cpu ({torch.get_num_threads()} threads); no CUDA device"
-    console.print(f"device: {device}")
-    checkpoints = packaged_checkpoints()
-    if not checkpoints:
+        device = {"type": "cpu", "threads": torch.get_num_threads()}
+    checkpoints = []
+    for path in packaged_checkpoints():
+        try:
+            card = read_card(path)
+        except CheckpointError as error:
+            checkpoints.append({"file": path.name, "path": str(path), "error": str(error)})
+            continue
+        checkpoints.append({"file": path.name, "path": str(path), **card.__dict__})
+    return {"equibench": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "device": device, "checkpoints": checkpoints}
+
+
+@app.command()
+def info(as_json: JsonOption = False) -> None:
+    """Versions, compute device and the checkpoints packaged with this installation."""
+    data = info_data()
+    if as_json:
+        _print_json(data)
+        return
+    console.print(f"[bold]equibench[/bold] {__version__}")
+    console.print(f"python {data['python']}, torch {data['torch']}")
+    device = data["device"]
+    if device["type"] == "cuda":
+        console.print(f"device: cuda ({device['name']})")
+    else:
+        console.print(f"device: cpu ({device['threads']} threads); no CUDA device")
+    if not data["checkpoints"]:
         console.print(
             "packaged checkpoints: none yet. Pass checkpoint=PATH (a file written by "
             "`equibench pretrain`) to the classifiers."
         )
         return
-    table = Table(title="packaged checkpoints")
-    for column in ("file", "arch", "size", "parameters", "steps", "datasets seen", "train time"):
-        table.add_column(column)
+    table = _table("file", "arch", "size", "parameters", "steps", "datasets seen", "train time",
+                   title="packaged checkpoints")
     details = []
-    for path in checkpoints:
-        try:
-            card = read_card(path)
-        except CheckpointError as error:
-            table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", "")
-            details.append(f"{path.name}: {escape(str(error))}")
+    for card in data["checkpoints"]:
+        if "error" in card:
+            table.add_row(card["file"], "[red]unreadable[/red]", "", "", "", "", "")
+            details.append(f"{card['file']}: {escape(card['error'])}")
             continue
         table.add_row(
-            path.name, card.arch, card.size, f"{card.n_parameters:,}", str(card.steps),
-            f"{card.datasets_seen:,}", f"{card.wall_time_s / 3600:.1f} h",
+            card["file"], card["arch"], card["size"], f"{card['n_parameters']:,}", str(card["steps"]),
+            f"{card['datasets_seen']:,}", f"{card['wall_time_s'] / 3600:.1f} h",
         )
         metrics = ", ".join(
-            f"{k.removesuffix('_accuracy')} {v:.3f}" for k, v in card.metrics.items() if k.endswith("_accuracy")
+            f"{k.removesuffix('_accuracy')} {v:.3f}" for k, v in card["metrics"].items() if k.endswith("_accuracy")
         )
-        details.append(f"{path.name}: trained on {card.hardware}; validation accuracy: {metrics}")
+        details.append(f"{card['file']}: trained on {card['hardware']}; validation accuracy: {metrics}")
     console.print(table)
     for line in details:
         console.print(line, highlight=False)
@@ -79,7 +144,7 @@ def info() -> None:
 
 Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
 _ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
-Size = Enum("Size", {name: name for name in SIZES}, type=str)
+Size = Enum("Size", {name: name for name in SIZE_NAMES}, type=str)
 WeightsDtype = Enum("WeightsDtype", {name: name for name in ("float32", "float16", "bfloat16")}, type=str)
 
 
@@ -154,6 +219,8 @@ def export(
     weights_dtype: Annotated[WeightsDtype, typer.Option(help="Storage precision of the weights.")] = "float16",
 ) -> None:
     """Copy a trained model into a (smaller) shippable checkpoint, keeping its model card."""
+    from .model import CheckpointError, load_checkpoint, save_checkpoint
+
     source = run_or_checkpoint / "model.pt" if run_or_checkpoint.is_dir() else run_or_checkpoint
     try:
         model, card = load_checkpoint(source)
@@ -246,6 +313,7 @@ def evaluate(
     """Evaluate methods on every task and fold of a suite; rerun the same command to resume."""
     from .backends import LocalBackend, check_backend_options, make_backend
     from .evaluate import EvaluateConfig, evaluate as run_evaluation
+    from .model import CheckpointError
     from .openml_data import TaskUnavailableError
 
     try:
@@ -269,7 +337,7 @@ def evaluate(
         errors.print(f"[yellow]task {task_id} unavailable:[/yellow] {escape(message)}", highlight=False)
     if dry_run:
         done = {cell.key for cell in summary.cells} - {cell.key for cell in summary.pending}
-        table = Table("task", "fold", "method", "variant", "state", title=f"{len(summary.cells)} cells, {len(summary.pending)} to run")
+        table = _table("task", "fold", "method", "variant", "state", title=f"{len(summary.cells)} cells, {len(summary.pending)} to run")
         for cell in summary.cells:
             table.add_row(cell.task_id, str(cell.fold), cell.method, cell.variant, "done" if cell.key in done else "pending")
         console.print(table)
@@ -281,9 +349,8 @@ def evaluate(
     console.print(f"results in {out}/results.csv")
 
 
-@app.command()
-def methods() -> None:
-    """The methods `equibench evaluate` can run, and whether each can run here."""
+def methods_data() -> list[dict]:
+    """What `equibench methods` reports, as plain data."""
     import importlib.util
 
     from .baselines.registry import METHODS
@@ -291,26 +358,45 @@ def methods() -> None:
     needs = {"xgboost": ("xgboost", "xgboost-cpu"), "rtdl-resnet": ("rtdl_revisiting_models", "rtdl-revisiting-models"),
              "rtdl-mlp": ("rtdl_revisiting_models", "rtdl-revisiting-models"), "tabnet": ("pytorch_tabnet", "pytorch-tabnet"),
              "tabpfn-v1": ("tabpfn", "tabpfn<2"), "tabpfn-v2": ("tabpfn", "tabpfn>=2")}
-    table = Table("method", "label", "variants", "status")
+    rows = []
     for spec in METHODS.values():
         module, pip_name = needs.get(spec.name, (None, None))
         missing = module is not None and importlib.util.find_spec(module) is None
-        status = f"[yellow]needs pip install \"{pip_name}\"[/yellow]" if missing else "[green]ready[/green]"
-        if spec.name.startswith("tabpfn-v"):
+        rows.append({
+            "method": spec.name, "label": spec.label, "variants": "ensemble sizes" if spec.ensembles else "default",
+            "ready": not missing, "install": f"pip install \"{pip_name}\"" if missing else None,
+            "needs_weights": spec.name.startswith("tabpfn-v"),
+        })
+    return rows
+
+
+@app.command()
+def methods(as_json: JsonOption = False) -> None:
+    """The methods `equibench evaluate` can run, and whether each can run here."""
+    rows = methods_data()
+    if as_json:
+        _print_json(rows)
+        return
+    table = _table("method", "label", "variants", "status")
+    for row in rows:
+        status = f"[yellow]needs {escape(row['install'])}[/yellow]" if row["install"] else "[green]ready[/green]"
+        if row["needs_weights"]:
             status += " (and --tabpfn-weights)"
-        table.add_row(spec.name, spec.label, "ensemble sizes" if spec.ensembles else "default", status)
+        table.add_row(row["method"], row["label"], row["variants"], status)
     console.print(table)
 
 
 @app.command()
-def suites() -> None:
-    """The built-in task suites."""
+def suites(as_json: JsonOption = False) -> None:
+    """The built-in task suites, with all their task ids."""
     from .suites import BUILTIN_SUITES
 
-    table = Table("suite", "tasks", "task ids")
+    if as_json:
+        _print_json([{"suite": s.name, "tasks": len(s.task_ids), "task_ids": list(s.task_ids)} for s in BUILTIN_SUITES.values()])
+        return
+    table = _table("suite", "tasks", "task ids")
     for suite in BUILTIN_SUITES.values():
-        ids = ", ".join(suite.task_ids)
-        table.add_row(suite.name, str(len(suite.task_ids)), ids if len(ids) < 90 else ids[:87] + "...")
+        table.add_row(suite.name, str(len(suite.task_ids)), ", ".join(suite.task_ids))
     console.print(table)
 
 
@@ -326,21 +412,32 @@ def equivariance(
     toy: Annotated[bool, typer.Option("--toy/--no-toy", help="Also draw the 9-point 3x3-grid illustration.")] = True,
     toy_grid: Annotated[int, typer.Option(help="Points per side of the toy's prediction grid.")] = 150,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
 ) -> None:
     """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy."""
-    from .equivariance import EquivarianceConfig, run_equivariance
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from .equivariance import EquivarianceConfig, run_equivariance
+    from .model import CheckpointError
+
+    bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint, K)"),
+                   TimeElapsedColumn(), console=errors, disable=not progress)
+    task = bar.add_task("equivariance", total=None)
     try:
         config = EquivarianceConfig(
             classes=_int_list(classes, "--classes"), ensembles=_int_list(ensembles, "--ensembles"),
             datasets=datasets, rows=rows, seed=seed, device=device,
             **({"checkpoints": tuple(checkpoints)} if checkpoints else {}),
         )
-        frame = run_equivariance(config, out, toy=toy, toy_grid=toy_grid, log=lambda line: console.print(line, highlight=False))
+        with bar:
+            frame = run_equivariance(
+                config, out, toy=toy, toy_grid=toy_grid, log=lambda line: bar.console.print(line, highlight=False),
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
     except (ValueError, CheckpointError) as error:
         raise _fail(error) from None
-    table = Table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
-                  title="arg-max changes (% of test rows) by ensemble size E")
+    table = _table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
+                   title="arg-max changes (% of test rows) by ensemble size E")
     for (label, n_classes), group in frame.groupby(["checkpoint", "K"], sort=False):
         table.add_row(label, str(n_classes), *(f"{100 * value:.2f}" for value in group.argmax_change_fraction))
     console.print(table)
