@@ -28,11 +28,19 @@ class ModelConfig:
     decoder_hidden: int = 64
     f_max: int = F_MAX
     max_classes: int = TABPFN_STAR_MAX_CLASSES  # used by TabPFN* only
+    #: Pre-LayerNorm blocks (``x + f(LN(x))``, a final LN before the decoder) instead of the
+    #: paper's post-LayerNorm blocks; they tolerate higher learning rates.
+    norm_first: bool = False
+    #: RMS-normalise queries and keys per head before every attention (QK-norm).
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if f.type == "bool":
+                if not isinstance(value, bool):
+                    raise ValueError(f"ModelConfig.{f.name} must be true or false, got {value!r}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ModelConfig.{f.name} must be a positive integer, got {value!r}")
         if self.d_model % self.n_heads:
             raise ValueError(

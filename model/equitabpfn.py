@@ -20,8 +20,9 @@ class EquiTabPFNLayer(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.components = ComponentAttentionBlock(config.d_model, config.n_heads, config.mlp_hidden)
-        self.datapoints = DatapointAttentionBlock(config.d_model, config.n_heads, config.mlp_hidden)
+        options = {"norm_first": config.norm_first, "qk_norm": config.qk_norm}
+        self.components = ComponentAttentionBlock(config.d_model, config.n_heads, config.mlp_hidden, **options)
+        self.datapoints = DatapointAttentionBlock(config.d_model, config.n_heads, config.mlp_hidden, **options)
 
     def forward(self, tokens: torch.Tensor, n_train: int) -> torch.Tensor:
         # tokens: (B, N+M, 1+K, d) -> (B, N+M, 1+K, d)
@@ -42,6 +43,7 @@ class EquiTabPFN(nn.Module):
         self.target_encoder = nn.Linear(1, d)  # the same 1x1 map for every class component
         self.prediction_token = nn.Parameter(torch.randn(d) * 0.02)
         self.layers = nn.ModuleList(EquiTabPFNLayer(config) for _ in range(config.n_layers))
+        self.final_norm = nn.LayerNorm(d) if config.norm_first else nn.Identity()
         self.decoder = EquivariantDecoder(config.decoder_hidden)
 
     def forward(
@@ -68,5 +70,5 @@ class EquiTabPFN(nn.Module):
         tokens = torch.cat([covariate, targets], dim=2)  # (B, N+M, 1+K, d)
         for layer in self.layers:
             tokens = layer(tokens, n_train)
-        flat = tokens.flatten(2)  # (B, N+M, (1+K)*d)
+        flat = self.final_norm(tokens).flatten(2)  # (B, N+M, (1+K)*d)
         return self.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)  # (B, M, K)

@@ -2,7 +2,10 @@
 
 Token tensors are laid out as ``(B, R, S, d)``: B datasets, R = N + M rows (the first N
 are train rows), S slots per row (1 + K for EquiTabPFN, 1 for TabPFN*), width d.
-Every block is post-LayerNorm: ``x = LN(x + attention(x)); x = LN(x + MLP(x))``.
+Blocks are post-LayerNorm by default (the paper's: ``x = LN(x + attention(x));
+x = LN(x + MLP(x))``) or pre-LayerNorm (``x = x + attention(LN(x)); x = x + MLP(LN(x))``);
+optionally queries and keys are RMS-normalised per head (QK-norm). Every normalisation acts
+on one token at a time, so neither option touches the class-order equivariance.
 """
 
 from __future__ import annotations
@@ -40,19 +43,36 @@ class FeedForward(nn.Sequential):
 
 
 class _ResidualBlock(nn.Module):
-    """Attention projections plus the post-LN residual MLP shared by both block kinds."""
+    """Attention projections plus the residual MLP shared by both block kinds."""
 
-    def __init__(self, d_model: int, n_heads: int, mlp_hidden: int):
+    def __init__(self, d_model: int, n_heads: int, mlp_hidden: int, norm_first: bool = False, qk_norm: bool = False):
         super().__init__()
         self.n_heads = n_heads
+        self.norm_first = norm_first
         self.query = nn.Linear(d_model, d_model)
         self.key_value = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.norm_attention = nn.LayerNorm(d_model)
         self.mlp = FeedForward(d_model, mlp_hidden)
         self.norm_mlp = nn.LayerNorm(d_model)
+        if qk_norm:
+            self.query_norm = nn.RMSNorm(d_model // n_heads)
+            self.key_norm = nn.RMSNorm(d_model // n_heads)
+        self.qk_norm = qk_norm
+
+    def _attention_input(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.norm_attention(tokens) if self.norm_first else tokens
+
+    def _normalise_qk(self, query: torch.Tensor, key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # (..., head_dim) each
+        if not self.qk_norm:
+            return query, key
+        return self.query_norm(query), self.key_norm(key)
 
     def _finish(self, tokens: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        if self.norm_first:
+            tokens = tokens + update
+            return tokens + self.mlp(self.norm_mlp(tokens))
         tokens = self.norm_attention(tokens + update)
         return self.norm_mlp(tokens + self.mlp(tokens))
 
@@ -69,12 +89,14 @@ class DatapointAttentionBlock(_ResidualBlock):
         batch, rows, slots, width = tokens.shape
         heads = self.n_heads
         head_dim = width // heads
-        query = self.query(tokens).view(batch, rows, slots, heads, head_dim)
+        inputs = self._attention_input(tokens)
+        query = self.query(inputs).view(batch, rows, slots, heads, head_dim)
         query = query.permute(0, 2, 3, 1, 4).reshape(batch * slots, heads, rows, head_dim)
-        key_value = self.key_value(tokens[:, :n_train])
+        key_value = self.key_value(inputs[:, :n_train])
         key_value = key_value.view(batch, n_train, slots, 2, heads, head_dim)
-        key_value = key_value.permute(3, 0, 2, 4, 1, 5).reshape(2, batch * slots, heads, n_train, head_dim)
-        attended = F.scaled_dot_product_attention(query, key_value[0], key_value[1])
+        key, value = key_value.permute(3, 0, 2, 4, 1, 5).reshape(2, batch * slots, heads, n_train, head_dim)
+        query, key = self._normalise_qk(query, key)
+        attended = F.scaled_dot_product_attention(query, key, value)
         # (B*S, heads, R, head_dim) -> (B, R, S, d)
         attended = attended.view(batch, slots, heads, rows, head_dim).permute(0, 3, 1, 2, 4)
         return self._finish(tokens, self.out(attended.reshape(batch, rows, slots, width)))
@@ -94,9 +116,11 @@ class ComponentAttentionBlock(_ResidualBlock):
         batch, rows, slots, width = tokens.shape
         heads = self.n_heads
         head_dim = width // heads
-        query = self.query(tokens[:, :, 0]).view(batch * rows, heads, 1, head_dim)
-        key_value = self.key_value(tokens).view(batch * rows, slots, 2, heads, head_dim)
+        inputs = self._attention_input(tokens)
+        query = self.query(inputs[:, :, 0]).view(batch * rows, heads, 1, head_dim)
+        key_value = self.key_value(inputs).view(batch * rows, slots, 2, heads, head_dim)
         key, value = key_value.permute(2, 0, 3, 1, 4)  # each (B*R, heads, 1+K, head_dim)
+        query, key = self._normalise_qk(query, key)
         covariate_out = F.scaled_dot_product_attention(query, key, value)  # (B*R, heads, 1, hd)
         target_out = value[:, :, :1]  # the covariate token's value, (B*R, heads, 1, hd)
         both = torch.cat([covariate_out, target_out], dim=2).transpose(1, 2)

@@ -38,9 +38,10 @@ class TabPFNStar(nn.Module):
         self.covariate_encoder = nn.Linear(2 * config.f_max, d)
         self.target_encoder = nn.Linear(config.max_classes, d)
         self.blocks = nn.ModuleList(
-            DatapointAttentionBlock(d, config.n_heads, config.mlp_hidden)
+            DatapointAttentionBlock(d, config.n_heads, config.mlp_hidden, config.norm_first, config.qk_norm)
             for _ in range(2 * config.n_layers)
         )
+        self.final_norm = nn.LayerNorm(d) if config.norm_first else nn.Identity()
         self.decoder = nn.Sequential(
             nn.Linear(d, config.mlp_hidden), nn.GELU(), nn.Linear(config.mlp_hidden, config.max_classes)
         )
@@ -63,4 +64,4 @@ class TabPFNStar(nn.Module):
         tokens = torch.cat([train_tokens, tokens[:, n_train:]], dim=1).unsqueeze(2)  # (B, N+M, 1, d)
         for block in self.blocks:
             tokens = block(tokens, n_train)
-        return self.decoder(tokens[:, n_train:, 0])[..., :n_classes]  # (B, M, K)
+        return self.decoder(self.final_norm(tokens[:, n_train:, 0]))[..., :n_classes]  # (B, M, K)

@@ -24,14 +24,20 @@ def _problem(n_classes: int, n_train: int = 40, n_test: int = 9, n_features: int
     return x_train, y_train, x_test
 
 
-def _tiny(model_class, seed: int = 0):
+def _tiny(model_class, seed: int = 0, **options):
     torch.manual_seed(seed)
-    return model_class(size_config("tiny")).double().eval()
+    return model_class(size_config("tiny", **options)).double().eval()
 
 
+#: The block variants: the paper's post-LN blocks, pre-LN, QK-norm and both.
+BLOCK_VARIANTS = [{}, {"norm_first": True}, {"qk_norm": True}, {"norm_first": True, "qk_norm": True}]
+_variant_ids = ["post-ln", "pre-ln", "qk-norm", "pre-ln+qk-norm"]
+
+
+@pytest.mark.parametrize("options", BLOCK_VARIANTS, ids=_variant_ids)
 @pytest.mark.parametrize("n_classes", [2, 3, 10, 11, 26, 100])
-def test_equitabpfn_is_exactly_class_equivariant(n_classes):
-    model = _tiny(EquiTabPFN)
+def test_equitabpfn_is_exactly_class_equivariant(n_classes, options):
+    model = _tiny(EquiTabPFN, **options)
     x_train, y_train, x_test = _problem(n_classes, n_train=max(40, 2 * n_classes))
     permutation = torch.randperm(n_classes, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -52,9 +58,10 @@ def test_tabpfn_star_is_not_class_equivariant():
     assert (permuted[..., permutation] - logits).abs().max().item() > 1e-3
 
 
+@pytest.mark.parametrize("options", BLOCK_VARIANTS, ids=_variant_ids)
 @pytest.mark.parametrize("model_class", [EquiTabPFN, TabPFNStar])
-def test_predictions_do_not_depend_on_train_row_order(model_class):
-    model = _tiny(model_class)
+def test_predictions_do_not_depend_on_train_row_order(model_class, options):
+    model = _tiny(model_class, **options)
     x_train, y_train, x_test = _problem(4)
     order = torch.randperm(x_train.shape[1], generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
@@ -63,9 +70,10 @@ def test_predictions_do_not_depend_on_train_row_order(model_class):
     assert (shuffled - logits).abs().max().item() <= 1e-9
 
 
+@pytest.mark.parametrize("options", BLOCK_VARIANTS, ids=_variant_ids)
 @pytest.mark.parametrize("model_class", [EquiTabPFN, TabPFNStar])
-def test_test_rows_are_predicted_independently(model_class):
-    model = _tiny(model_class)
+def test_test_rows_are_predicted_independently(model_class, options):
+    model = _tiny(model_class, **options)
     x_train, y_train, x_test = _problem(4)
     with torch.no_grad():
         together = model(x_train, y_train, x_test, 4)
@@ -98,10 +106,11 @@ def test_missing_values_reach_the_indicator():
     assert (outputs[1] - outputs[0]).abs().max() > 1e-6  # and inf is not the same as NaN
 
 
+@pytest.mark.parametrize("options", BLOCK_VARIANTS, ids=_variant_ids)
 @pytest.mark.parametrize("model_class", [EquiTabPFN, TabPFNStar])
-def test_gradients_reach_every_parameter(model_class):
+def test_gradients_reach_every_parameter(model_class, options):
     torch.manual_seed(0)
-    model = model_class(size_config("tiny"))
+    model = model_class(size_config("tiny", **options))
     x_train, y_train, x_test = (t.float() if t.is_floating_point() else t for t in _problem(3))
     loss = model(x_train, y_train, x_test, 3).logsumexp(-1).sum()
     loss.backward()
@@ -137,7 +146,8 @@ def test_named_sizes_and_parameter_counts():
 
 @pytest.mark.parametrize(
     "overrides, message",
-    [({"d_model": 30, "n_heads": 4}, "divisible"), ({"n_layers": 0}, "positive"), ({"d_model": 2.5}, "positive")],
+    [({"d_model": 30, "n_heads": 4}, "divisible"), ({"n_layers": 0}, "positive"), ({"d_model": 2.5}, "positive"),
+     ({"norm_first": 1}, "true or false"), ({"qk_norm": "yes"}, "true or false")],
 )
 def test_config_validation(overrides, message):
     with pytest.raises(ValueError, match=message):
