@@ -25,6 +25,7 @@ from torch import nn
 from .frames import as_pandas
 from .model import CheckpointError, TooManyClassesError, default_checkpoint, load_checkpoint
 from .model.checkpoint import packaged_checkpoint_dir, packaged_checkpoints
+from .model.inference import encode_context, forward_chunked, predict_in_context
 from .preprocessing import (
     FEATURE_TRANSFORMS,
     MemberTransform,
@@ -35,6 +36,9 @@ from .preprocessing import (
 
 #: Values of ``inference_precision`` given by name (torch dtypes are accepted too).
 PRECISIONS = ("auto", "autocast", "float32", "float64", "bfloat16", "float16")
+#: ``fit_mode``: "low_memory" runs the whole network per test batch; "fit_with_cache"
+#: runs the train side once at fit and keeps its keys/values for every later predict.
+FIT_MODES = ("low_memory", "fit_with_cache")
 
 
 class PretrainingLimitWarning(UserWarning):
@@ -147,6 +151,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         feature_transforms=FEATURE_TRANSFORMS,
         device: str = "auto",
         inference_precision="auto",
+        fit_mode: str = "low_memory",
         softmax_temperature: float = 0.8,
         max_train_rows: int = 3000,
         ignore_pretraining_limits: bool = False,
@@ -159,6 +164,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         self.feature_transforms = feature_transforms
         self.device = device
         self.inference_precision = inference_precision
+        self.fit_mode = fit_mode
         self.softmax_temperature = softmax_temperature
         self.max_train_rows = max_train_rows
         self.ignore_pretraining_limits = ignore_pretraining_limits
@@ -228,6 +234,8 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         self.transforms_ = [MemberTransform(spec, f_max) for spec in specs]
         self.train_features_ = [t.fit_transform(values) for t in self.transforms_]  # each (N, F_used)
         self.train_labels_ = torch.from_numpy(y_encoded[rows].astype(np.int64))  # (N,)
+        if self.fit_mode == "fit_with_cache":
+            self.contexts_ = self._encode_contexts()
         return self
 
     def _warn_limit(self, message: str) -> None:
@@ -247,6 +255,8 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         temperature = self.softmax_temperature
         if not isinstance(temperature, numbers.Real) or not temperature > 0:
             raise ValueError(f"softmax_temperature must be a positive number, got {temperature!r}")
+        if not (isinstance(self.fit_mode, str) and self.fit_mode in FIT_MODES):
+            raise ValueError(f"fit_mode must be one of {', '.join(map(repr, FIT_MODES))}, got {self.fit_mode!r}")
         if not isinstance(self.ignore_pretraining_limits, (bool, np.bool_)):
             raise ValueError(f"ignore_pretraining_limits must be True or False, got {self.ignore_pretraining_limits!r}")
         transforms = self.feature_transforms
@@ -333,6 +343,7 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
 
     def __getstate__(self):
         state = dict(super().__getstate__())
+        state.pop("contexts_", None)  # the fit_with_cache cache: rebuilt from the context on first use
         reference = state.get("checkpoint_reference_")
         if reference is not None and "packaged" in reference:
             state["model_"] = None  # loaded again from the packaged file named by the reference
@@ -372,6 +383,26 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         self.model_ = self.model_.to(self.device_, dtype)
         return self.model_, dtype, autocast
 
+    def _mixed_precision(self, autocast: torch.dtype | None):
+        return torch.autocast(self.device_.type, dtype=autocast) if autocast else contextlib.nullcontext()
+
+    def _member_context(self, dtype: torch.dtype, transform, train_features: torch.Tensor):
+        """The member's training rows and shifted labels on the device: (1, N, F), (1, N)."""
+        n_classes = len(self.classes_)
+        x_train = train_features.to(self.device_, dtype).unsqueeze(0)
+        y_train = ((self.train_labels_ + transform.spec.class_shift) % n_classes).to(self.device_).unsqueeze(0)
+        return x_train, y_train
+
+    def _encode_contexts(self) -> list:
+        """fit_with_cache: each member's train side (keys/values per layer), computed once."""
+        model, dtype, autocast = self._network()
+        contexts = []
+        with torch.inference_mode(), self._mixed_precision(autocast):
+            for transform, train_features in zip(self.transforms_, self.train_features_):
+                x_train, y_train = self._member_context(dtype, transform, train_features)
+                contexts.append(encode_context(model, x_train, y_train, len(self.classes_)))
+        return contexts
+
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, columns ordered as ``classes_``; the average over ensemble
         members of softmax(logits / softmax_temperature)."""
@@ -379,35 +410,25 @@ class _PFNClassifier(ClassifierMixin, BaseEstimator):
         X = self._check_table(X, reset=False)
         values = self.encoder_.transform(X)
         model, dtype, autocast = self._network()
+        if self.fit_mode == "fit_with_cache" and getattr(self, "contexts_", None) is None:
+            self.contexts_ = self._encode_contexts()  # after unpickling or load_from_fit_state
+        contexts = self.contexts_ if self.fit_mode == "fit_with_cache" else [None] * len(self.transforms_)
         total = torch.zeros(values.shape[0], len(self.classes_), dtype=torch.float64)
-        for transform, train_features in zip(self.transforms_, self.train_features_):
-            test_features = transform.transform(values)
-            total += self._member_proba(
-                model, transform.spec.class_shift, train_features.to(dtype), test_features.to(dtype), autocast
-            )
+        for transform, train_features, context in zip(self.transforms_, self.train_features_, contexts):
+            test_features = transform.transform(values).to(dtype)  # (M, F)
+            train = None if context is not None else self._member_context(dtype, transform, train_features)
+            chunks = []
+            with torch.inference_mode(), self._mixed_precision(autocast):
+                for start in range(0, test_features.shape[0], self.batch_size):
+                    x_test = test_features[start : start + self.batch_size].to(self.device_).unsqueeze(0)  # (1, m, F)
+                    if context is not None:
+                        logits = predict_in_context(model, context, x_test)[0]  # (m, K)
+                    else:
+                        logits = forward_chunked(model, *train, x_test, len(self.classes_))[0]  # (m, K)
+                    chunks.append(torch.softmax(logits.double() / self.softmax_temperature, dim=-1).cpu())
+            # (M, K) in the member's shifted class order -> classes_ order
+            total += torch.roll(torch.cat(chunks), -transform.spec.class_shift, dims=-1)
         return (total / len(self.transforms_)).numpy()
-
-    def _member_proba(
-        self,
-        model: nn.Module,
-        class_shift: int,
-        train_features: torch.Tensor,
-        test_features: torch.Tensor,
-        autocast: torch.dtype | None = None,
-    ) -> torch.Tensor:
-        # train_features: (N, F), test_features: (M, F) -> (M, K)
-        n_classes = len(self.classes_)
-        x_train = train_features.to(self.device_).unsqueeze(0)  # (1, N, F)
-        y_train = ((self.train_labels_ + class_shift) % n_classes).to(self.device_).unsqueeze(0)  # (1, N)
-        chunks = []
-        mixed = torch.autocast(self.device_.type, dtype=autocast) if autocast else contextlib.nullcontext()
-        with torch.inference_mode(), mixed:
-            for start in range(0, test_features.shape[0], self.batch_size):
-                x_test = test_features[start : start + self.batch_size].to(self.device_).unsqueeze(0)
-                logits = model(x_train, y_train, x_test, n_classes)[0]  # (m, K)
-                chunks.append(torch.softmax(logits.double() / self.softmax_temperature, dim=-1).cpu())
-        probabilities = torch.cat(chunks)  # (M, K) in shifted class order
-        return torch.roll(probabilities, -class_shift, dims=-1)  # back to classes_ order
 
     def predict(self, X) -> np.ndarray:
         """The most probable class of each row (an entry of ``classes_``)."""
@@ -434,6 +455,14 @@ class EquiTabPFNClassifier(_PFNClassifier):
         train quantiles. A robust z-score follows in both cases.
     device : str, default="auto"
         "auto" uses CUDA when available, else CPU.
+    fit_mode : {"low_memory", "fit_with_cache"}, default="low_memory"
+        "low_memory" runs the whole network for every test batch, in bounded memory
+        (row- and slot-wise chunks; K=1000 classes fit in a few GB). "fit_with_cache" runs
+        the train side once at fit and keeps each member's keys/values per layer
+        (``contexts_``), so every later predict only runs the test rows: much faster for
+        repeated predicts (permutation importance, small batches), at the cost of memory
+        of about 2 x n_layers x context rows x (1+K) x d_model numbers per member. Same
+        predictions to float tolerance.
     inference_precision : {"auto", "autocast"}, torch dtype or dtype name, default="auto"
         "auto": bfloat16 autocast on CUDA, float32 on CPU; "autocast": bfloat16 autocast
         on any device; a dtype ("float32", "float64", torch.float64, ...): weights and
@@ -481,6 +510,8 @@ class EquiTabPFNClassifier(_PFNClassifier):
         The transformed context rows of each member.
     train_labels_ : torch.Tensor of shape (n_context,)
         The context rows' labels as positions in ``classes_``.
+    contexts_ : list of Context
+        With ``fit_mode="fit_with_cache"`` only: each member's cached train side.
 
     Notes
     -----
@@ -523,8 +554,9 @@ class TabPFNStarClassifier(_PFNClassifier):
         The checkpoint file by name or path and sha256; None for a model object.
     device_ : torch.device
         The device the network runs on.
-    encoder_, transforms_, train_features_, train_labels_
-        The fitted preprocessing and context, as for :class:`EquiTabPFNClassifier`.
+    encoder_, transforms_, train_features_, train_labels_, contexts_
+        The fitted preprocessing, context and (fit_with_cache) cache, as for
+        :class:`EquiTabPFNClassifier`.
     """
 
     _arch = "tabpfn-star"
