@@ -34,7 +34,7 @@ class ChunkPlan:
     """How many rows (row-wise work) and slots (datapoint attention) to process at once so
     that no temporary holds more than about ``max_elements`` numbers."""
 
-    def __init__(self, max_elements: int = 2**22):
+    def __init__(self, max_elements: int = 2**24):
         if max_elements < 1:
             raise ValueError(f"max_elements must be positive, got {max_elements}")
         self.max_elements = max_elements
@@ -43,9 +43,10 @@ class ChunkPlan:
         # a row's largest temporary is the MLP's hidden activations: slots x hidden
         return max(1, self.max_elements // max(1, slots * max(hidden, 3 * width)))
 
-    def slots(self, rows: int, n_train: int, heads: int, width: int) -> int:
-        # per slot: attention scores (heads x rows x n_train) and the q/k/v/output rows
-        return max(1, self.max_elements // max(1, heads * rows * n_train + 4 * (rows + n_train) * width))
+    def slots(self, rows: int, n_train: int, width: int, hidden: int) -> int:
+        # per slot: the rows' query, output and MLP hidden activations, the train keys/values;
+        # the fused attention kernel works through the scores in blocks, never all at once
+        return max(1, self.max_elements // max(1, rows * (hidden + 3 * width) + 2 * n_train * width))
 
 
 @dataclass
@@ -83,13 +84,16 @@ def attend_to_train(
     """A datapoint block's output for rows that attend to the given train keys and values."""
     # tokens: (B, R, S, d); key, value: (B, S, heads, N, head_dim) -> (B, R, S, d)
     batch, rows, slots, width = tokens.shape
-    heads = block.n_heads
-    query = block.query(block._attention_input(tokens)).view(batch, rows, slots, heads, width // heads)
-    query = query.permute(0, 2, 3, 1, 4)  # (B, S, heads, R, head_dim)
+    heads, head_dim = block.n_heads, width // block.n_heads
+    query = block.query(block._attention_input(tokens)).view(batch, rows, slots, heads, head_dim)
+    query = query.permute(0, 2, 3, 1, 4).reshape(batch * slots, heads, rows, head_dim)
     if block.qk_norm:
         query = block.query_norm(query)
-    attended = F.scaled_dot_product_attention(query, key, value)  # (B, S, heads, R, head_dim)
-    attended = attended.permute(0, 3, 1, 2, 4).reshape(batch, rows, slots, width)
+    n_train = key.shape[3]
+    key = key.reshape(batch * slots, heads, n_train, head_dim)  # 4-D: torch's fused CPU kernel (5-D falls back)
+    value = value.reshape(batch * slots, heads, n_train, head_dim)
+    attended = F.scaled_dot_product_attention(query, key, value)  # (B*S, heads, R, head_dim)
+    attended = attended.view(batch, slots, heads, rows, head_dim).permute(0, 3, 1, 2, 4).reshape(batch, rows, slots, width)
     return block._finish(tokens, block.out(attended))
 
 
@@ -112,7 +116,7 @@ def _datapoints_in_place(
     independent). Keys/values come from ``cached`` or else from the first ``n_train`` rows
     of ``tokens``; with ``keep``, the latter are returned for all slots."""
     batch, rows, slots, width = tokens.shape
-    step = plan.slots(rows, n_train, block.n_heads, width)
+    step = plan.slots(rows, n_train, width, block.mlp[0].out_features)
     kept = None
     for start in range(0, slots, step):
         chunk = slice(start, start + step)

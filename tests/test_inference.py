@@ -52,7 +52,7 @@ def test_many_classes_in_small_chunks_match_in_float32():
     x_train, y_train, x_test = _problem(n_train=60, n_test=5, n_classes=150, batch=1)
     y_train = torch.arange(60).remainder(150).unsqueeze(0)
     plan = ChunkPlan(max_elements=20_000)  # forces chunks of a few slots and rows
-    assert plan.slots(65, 60, 2, 32) < 151 and plan.rows(151, 32, 64) < 65
+    assert plan.slots(65, 60, 32, 64) < 151 and plan.rows(151, 32, 64) < 65
     with torch.inference_mode():
         expected = model(x_train, y_train, x_test, 150)
         chunked = forward_chunked(model, x_train, y_train, x_test, 150, plan)
