@@ -112,3 +112,13 @@ def test_fit_with_cache_serves_permutation_importance():
 def test_bad_fit_mode():
     with pytest.raises(ValueError, match="fit_mode must be one of 'low_memory', 'fit_with_cache'"):
         EquiTabPFNClassifier(checkpoint=CHECKPOINTS["equitabpfn"], fit_mode="fit_preprocessors").fit(*_blobs())
+
+
+def test_fit_with_cache_survives_the_fit_state(tmp_path):
+    X, y = _blobs()
+    fitted = EquiTabPFNClassifier(checkpoint=CHECKPOINTS["equitabpfn"], device="cpu", random_state=0,
+                                  fit_mode="fit_with_cache").fit(X, y)
+    loaded = EquiTabPFNClassifier.load_from_fit_state(fitted.save_fit_state(tmp_path / "state.npz"))
+    assert loaded.fit_mode == "fit_with_cache" and "contexts_" not in loaded.__dict__
+    np.testing.assert_array_equal(loaded.predict_proba(X), fitted.predict_proba(X))
+    assert len(loaded.contexts_) == len(fitted.contexts_)
