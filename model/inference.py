@@ -10,8 +10,8 @@ computed so that work is reused and memory stays bounded.
   independently, and datapoint attention on each slot (class component) independently.
   :func:`forward_chunked` and the two functions above update the token tensor in place, a
   chunk of rows or a chunk of slots at a time (see :class:`ChunkPlan`), so that memory is
-  one token tensor plus bounded temporaries instead of several full-size intermediates
-  and (1+K) x heads x R x N attention scores.
+  one token tensor plus bounded temporaries instead of several full-size intermediates;
+  a block whose work fits one chunk runs in one piece, as the forward does.
 
 Inference only: tensors are updated in place, so run these under ``torch.inference_mode()``
 or ``torch.no_grad()``. Results equal ``model(x_train, y_train, x_test, n_classes)`` to
@@ -97,26 +97,34 @@ def attend_to_train(
     return block._finish(tokens, block.out(attended))
 
 
-def _components_in_place(block: ComponentAttentionBlock, tokens: torch.Tensor, plan: ChunkPlan) -> None:
-    # tokens: (B, R, 1+K, d), updated a chunk of rows at a time (rows are independent)
+def _components(block: ComponentAttentionBlock, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:
+    # tokens: (B, R, 1+K, d) -> (B, R, 1+K, d): in one piece when it fits the plan, else
+    # updated in place a chunk of rows at a time (rows are independent)
     step = plan.rows(tokens.shape[2], tokens.shape[3], block.mlp[0].out_features)
+    if step >= tokens.shape[1]:
+        return block(tokens)
     for start in range(0, tokens.shape[1], step):
         tokens[:, start : start + step] = block(tokens[:, start : start + step])
+    return tokens
 
 
-def _datapoints_in_place(
+def _datapoints(
     block: DatapointAttentionBlock,
     tokens: torch.Tensor,
     plan: ChunkPlan,
     n_train: int,
     cached: tuple[torch.Tensor, torch.Tensor] | None = None,
     keep: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Update ``tokens`` (B, R, S, d) in place, a chunk of slots at a time (slots are
-    independent). Keys/values come from ``cached`` or else from the first ``n_train`` rows
-    of ``tokens``; with ``keep``, the latter are returned for all slots."""
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+    """The datapoint block on ``tokens`` (B, R, S, d): in one piece when it fits the plan,
+    else in place a chunk of slots at a time (slots are independent). Keys/values come from
+    ``cached`` or else from the first ``n_train`` rows of ``tokens``; with ``keep``, the
+    latter are returned for all slots. Returns (tokens, kept keys/values or None)."""
     batch, rows, slots, width = tokens.shape
     step = plan.slots(rows, n_train, width, block.mlp[0].out_features)
+    if step >= slots:
+        key, value = cached if cached is not None else train_keys_values(block, tokens[:, :n_train])
+        return attend_to_train(block, tokens, key, value), (key, value) if keep else None
     kept = None
     for start in range(0, slots, step):
         chunk = slice(start, start + step)
@@ -129,15 +137,16 @@ def _datapoints_in_place(
                     kept = (key.new_empty(batch, slots, *key.shape[2:]), value.new_empty(batch, slots, *value.shape[2:]))
                 kept[0][:, chunk], kept[1][:, chunk] = key, value
         tokens[:, :, chunk] = attend_to_train(block, tokens[:, :, chunk], key, value)
-    return kept
+    return tokens, kept
 
 
-def _final_norm_in_place(norm: nn.Module, tokens: torch.Tensor, plan: ChunkPlan) -> None:
-    if isinstance(norm, nn.Identity):
-        return
+def _final_norm(norm: nn.Module, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:
     step = plan.rows(tokens.shape[2], tokens.shape[3], tokens.shape[3])
+    if isinstance(norm, nn.Identity) or step >= tokens.shape[1]:
+        return norm(tokens)
     for start in range(0, tokens.shape[1], step):
         tokens[:, start : start + step] = norm(tokens[:, start : start + step])
+    return tokens
 
 
 # -- EquiTabPFN ----------------------------------------------------------------------------
@@ -166,14 +175,13 @@ def _onehot(model: nn.Module, y_train: torch.Tensor, n_classes: int) -> torch.Te
 
 
 def _equi_layers(model: nn.Module, tokens: torch.Tensor, plan: ChunkPlan, n_train: int,
-                 cache: list | None = None, keep: bool = False) -> list:
+                 cache: list | None = None, keep: bool = False) -> tuple[torch.Tensor, list]:
     kept = []
     for index, layer in enumerate(model.layers):
-        _components_in_place(layer.components, tokens, plan)
-        cached = None if cache is None else cache[index]
-        kept.append(_datapoints_in_place(layer.datapoints, tokens, plan, n_train, cached, keep))
-    _final_norm_in_place(model.final_norm, tokens, plan)
-    return kept
+        tokens = _components(layer.components, tokens, plan)
+        tokens, keys_values = _datapoints(layer.datapoints, tokens, plan, n_train, None if cache is None else cache[index], keep)
+        kept.append(keys_values)
+    return _final_norm(model.final_norm, tokens, plan), kept
 
 
 # -- TabPFN* -------------------------------------------------------------------------------
@@ -206,11 +214,14 @@ def encode_context(model: nn.Module, x_train: torch.Tensor, y_train: torch.Tenso
     if model.arch == "equitabpfn":
         y_onehot = _onehot(model, y_train, n_classes)
         tokens = _equi_tokens(model, x_train, y_onehot, n_classes, plan)  # (B, N, 1+K, d)
-        keys_values = _equi_layers(model, tokens, plan, n_train, keep=True)
+        tokens, keys_values = _equi_layers(model, tokens, plan, n_train, keep=True)
         return Context(n_classes, keys_values, tokens.flatten(2), y_onehot)
     _star_check(model, n_classes)
     tokens = _star_tokens(model, x_train, y_train)  # (B, N, 1, d)
-    keys_values = [_datapoints_in_place(block, tokens, plan, n_train, keep=True) for block in model.blocks]
+    keys_values = []
+    for block in model.blocks:
+        tokens, kept = _datapoints(block, tokens, plan, n_train, keep=True)
+        keys_values.append(kept)
     return Context(n_classes, keys_values)
 
 
@@ -221,11 +232,11 @@ def predict_in_context(model: nn.Module, context: Context, x_test: torch.Tensor,
     n_train = context.keys_values[0][0].shape[3]
     if model.arch == "equitabpfn":
         tokens = _equi_tokens(model, x_test, None, context.n_classes, plan)  # (B, M, 1+K, d)
-        _equi_layers(model, tokens, plan, n_train, cache=context.keys_values)
+        tokens, _ = _equi_layers(model, tokens, plan, n_train, cache=context.keys_values)
         return model.decoder(context.h_train, tokens.flatten(2), context.y_onehot)  # (B, M, K)
     tokens = _star_tokens(model, x_test, None)  # (B, M, 1, d)
     for block, cached in zip(model.blocks, context.keys_values):
-        _datapoints_in_place(block, tokens, plan, n_train, cached)
+        tokens, _ = _datapoints(block, tokens, plan, n_train, cached)
     return model.decoder(model.final_norm(tokens[:, :, 0]))[..., : context.n_classes]  # (B, M, K)
 
 
@@ -240,11 +251,11 @@ def forward_chunked(model: nn.Module, x_train: torch.Tensor, y_train: torch.Tens
         tokens = y_onehot.new_empty(batch, n_train + n_test, 1 + n_classes, model.config.d_model)  # (B, N+M, 1+K, d)
         _equi_tokens(model, x_train, y_onehot, n_classes, plan, out=tokens[:, :n_train])
         _equi_tokens(model, x_test, None, n_classes, plan, out=tokens[:, n_train:])
-        _equi_layers(model, tokens, plan, n_train)
+        tokens, _ = _equi_layers(model, tokens, plan, n_train)
         flat = tokens.flatten(2)  # (B, N+M, (1+K)*d)
         return model.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)  # (B, M, K)
     _star_check(model, n_classes)
     tokens = torch.cat([_star_tokens(model, x_train, y_train), _star_tokens(model, x_test, None)], dim=1)
     for block in model.blocks:
-        _datapoints_in_place(block, tokens, plan, n_train)
+        tokens, _ = _datapoints(block, tokens, plan, n_train)
     return model.decoder(model.final_norm(tokens[:, n_train:, 0]))[..., :n_classes]  # (B, M, K)
