@@ -11,6 +11,10 @@ Each configuration runs in a fresh subprocess, so its peak memory is the process
 high-water mark (reported as the extra resident memory over the fitted state before the
 first predict, which includes the cache for ``fit_with_cache``).
 
+On a machine shared with other jobs, run it single-threaded (OMP_NUM_THREADS=1): with more
+torch threads than free cores, small operations spend most of their time waiting for
+threads, and the fit_with_cache path (small operations) is penalised most.
+
     python benchmarks/fit_modes.py                 # print the tables
     python benchmarks/fit_modes.py --record        # and append them to docs/BENCHMARKS.md
     python benchmarks/fit_modes.py --skip-forward-k1000   # the 7+ GB reference run left out

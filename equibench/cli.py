@@ -293,7 +293,7 @@ def _method_list(text: str) -> tuple[str, ...]:
 
 @app.command()
 def evaluate(
-    suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list).")],
+    suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
     out: Annotated[Optional[Path], typer.Option(help="Results directory (default results/<suite>).")] = None,
     methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,

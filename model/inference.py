@@ -242,9 +242,14 @@ def predict_in_context(model: nn.Module, context: Context, x_test: torch.Tensor,
 
 def forward_chunked(model: nn.Module, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor,
                     n_classes: int, plan: ChunkPlan | None = None) -> torch.Tensor:
-    """``model(x_train, y_train, x_test, n_classes)`` in bounded memory, keeping nothing."""
+    """``model(x_train, y_train, x_test, n_classes)`` in bounded memory, keeping nothing;
+    the model's own forward when its blocks' work fits one chunk of the plan."""
     plan = plan or ChunkPlan()
     n_train = x_train.shape[1]
+    rows, slots = n_train + x_test.shape[1], 1 + n_classes if model.arch == "equitabpfn" else 1
+    width, hidden = model.config.d_model, model.config.mlp_hidden
+    if plan.rows(slots, width, hidden) >= rows and plan.slots(rows, n_train, width, hidden) >= slots:
+        return model(x_train, y_train, x_test, n_classes)
     if model.arch == "equitabpfn":
         y_onehot = _onehot(model, y_train, n_classes)
         batch, n_test = x_test.shape[:2]
