@@ -14,7 +14,7 @@ from equibench import __version__
 from equibench.cli import SIZE_NAMES, app
 from equibench.suites import BUILTIN_SUITES
 
-HEAVY = ("torch", "sklearn", "pandas", "scipy", "matplotlib", "openml")
+HEAVY = ("torch", "sklearn", "pandas", "numpy", "scipy", "matplotlib", "openml")
 
 
 def test_version_option_and_python_dash_m():
