@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .base import Method
+if TYPE_CHECKING:  # the listing (`equibench methods`) must not import numpy
+    from .base import Method
 
 
 @dataclass(frozen=True)

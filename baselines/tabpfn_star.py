@@ -5,6 +5,8 @@ every class)."""
 
 from __future__ import annotations
 
+import warnings
+
 from .base import Method
 from .ecoc import ECOCClassifier
 
@@ -13,7 +15,7 @@ class TabPFNStarMethod(Method):
     name = "tabpfn-star"
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        from equibench.classifier import TabPFNStarClassifier
+        from equibench.classifier import PretrainingLimitWarning, TabPFNStarClassifier
 
         members = self.settings.get("n_estimators", 1)
         native = n_seen <= 10
@@ -29,7 +31,9 @@ class TabPFNStarMethod(Method):
             self.model_ = network(members)
         else:
             self.model_ = ECOCClassifier(network(1), max_classes=10, redundancy=float(members), random_state=self.seed)
-        self.model_.fit(X, y)
+        with warnings.catch_warnings():  # the context cap and feature selection are the protocol's, not news
+            warnings.simplefilter("ignore", PretrainingLimitWarning)
+            self.model_.fit(X, y)
 
     def _predict_proba(self, X):
         return self.model_.predict_proba(X)

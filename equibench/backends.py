@@ -220,7 +220,7 @@ class DaskBackend(CellBackend):
     def submit(self, cell: Cell, context: CellContext) -> futures.Future:
         task = self._scattered.get(cell.task_id)
         if task is None:
-            task = self.client.scatter(cached_task(cell.task_id, context.openml_cache))
+            task = self.client.scatter(cached_task(cell.task_id, context.openml_cache, context.file_tasks))
             self._scattered[cell.task_id] = task
         self._cells_left[cell.task_id] -= 1
         if self._cells_left[cell.task_id] <= 0:  # its in-flight cells keep the data alive until they finish

@@ -48,6 +48,7 @@ class CellContext:
     method_settings: dict  # method name -> settings
     threads: int = 1  # torch and BLAS/OpenMP threads of every cell (--threads-per-cell), whatever the backend
     equibench_version: str = __version__  # the caller's: a worker with another version refuses the cell
+    file_tasks: tuple = ()  # the suite's table-file tasks (user_data.FileTask)
 
 
 @dataclass
@@ -67,8 +68,8 @@ def failed_row(cell: Cell, seed: int, reason: str) -> dict:
 
 
 @functools.lru_cache(maxsize=4)
-def cached_task(task_id: str, openml_cache: str | None) -> Task:
-    return load_task(task_id, openml_cache)
+def cached_task(task_id: str, openml_cache: str | None, file_tasks: tuple = ()) -> Task:
+    return load_task(task_id, openml_cache, file_tasks)
 
 
 @functools.lru_cache(maxsize=8)
@@ -107,7 +108,7 @@ def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellO
                   "same version on every worker and rerun")
         return CellOutcome({**row, "status": "failed", "reason": reason})
     try:
-        task = task if task is not None else cached_task(cell.task_id, context.openml_cache)
+        task = task if task is not None else cached_task(cell.task_id, context.openml_cache, context.file_tasks)
         data = _prepared_fold(task, cell.fold, context.seed)
         row.update(
             dataset=data["name"], n_train=len(data["y_train"]), n_val=len(data["y_val"]), n_test=len(data["y_test"]),

@@ -1,31 +1,61 @@
-"""The ``equibench`` command line: a thin Typer layer over the library functions."""
+"""The ``equibench`` command line: a thin Typer layer over the library functions.
+
+Heavy modules (torch, scikit-learn, pandas) are imported inside the commands that need
+them, so that ``equibench --help`` and the listing commands start fast.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import platform
 import signal
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
-import torch
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
-from .optim import SCHEDULES
-from .model import SIZES, CheckpointError, load_checkpoint, packaged_checkpoints, read_card, save_checkpoint
+
+#: Mirrors equibench.model.SIZES (checked by a test) so that the CLI need not import torch.
+SIZE_NAMES = ("tiny", "small", "medium", "base")
+#: Mirrors equibench.optim.SCHEDULES (checked by a test), for the same reason.
+SCHEDULE_NAMES = ("cosine", "wsd", "schedule-free")
 
 app = typer.Typer(
     help="Pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines.",
     no_args_is_help=True,
-    add_completion=False,
 )
-console = Console()
-errors = Console(stderr=True, soft_wrap=True)
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console whose lines are never hard-wrapped or cut: piped output uses unlimited
+    width (tables at their natural width), a terminal soft-wraps long lines."""
+    console = Console(stderr=stderr, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = 100_000
+    return console
+
+
+console = _console()
+errors = _console(stderr=True)
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    """A table whose cells fold onto more lines in a narrow terminal, never cut with an ellipsis."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _print_json(data) -> None:
+    """Machine-readable output: one JSON document on stdout, nothing else."""
+    typer.echo(json.dumps(data, indent=2, default=str))
 
 
 def _fail(error: Exception, code: int = 2) -> typer.Exit:
@@ -61,47 +91,83 @@ def _stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"equibench {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        Optional[bool],
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
     """Pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines."""
 
 
-@app.command()
-def info() -> None:
-    """Versions, compute device and the checkpoints packaged with this installation."""
-    console.print(f"[bold]equibench[/bold] {__version__}")
-    console.print(f"python {platform.python_version()}, torch {torch.__version__}")
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def info_data() -> dict:
+    """What `equibench info` reports, as plain data."""
+    import torch
+
+    from .model import CheckpointError, packaged_checkpoints, read_card
+
     if torch.cuda.is_available():
-        device = f"cuda ({torch.cuda.get_device_name(0)})"
+        device = {"type": "cuda", "name": torch.cuda.get_device_name(0)}
     else:
-        device = f"cpu ({torch.get_num_threads()} threads); no CUDA device"
-    console.print(f"device: {device}")
-    checkpoints = packaged_checkpoints()
-    if not checkpoints:
+        device = {"type": "cpu", "threads": torch.get_num_threads()}
+    checkpoints = []
+    for path in packaged_checkpoints():
+        try:
+            card = read_card(path)
+        except CheckpointError as error:
+            checkpoints.append({"file": path.name, "path": str(path), "error": str(error)})
+            continue
+        checkpoints.append({"file": path.name, "path": str(path), **card.__dict__})
+    return {"equibench": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "device": device, "checkpoints": checkpoints}
+
+
+@app.command()
+def info(as_json: JsonOption = False) -> None:
+    """Versions, compute device and the checkpoints packaged with this installation."""
+    data = info_data()
+    if as_json:
+        _print_json(data)
+        return
+    console.print(f"[bold]equibench[/bold] {__version__}")
+    console.print(f"python {data['python']}, torch {data['torch']}")
+    device = data["device"]
+    if device["type"] == "cuda":
+        console.print(f"device: cuda ({device['name']})")
+    else:
+        console.print(f"device: cpu ({device['threads']} threads); no CUDA device")
+    if not data["checkpoints"]:
         console.print(
             "packaged checkpoints: none yet. Pass checkpoint=PATH (a file written by "
             "`equibench pretrain`) to the classifiers."
         )
         return
-    table = Table(title="packaged checkpoints")
-    for column in ("file", "arch", "size", "parameters", "steps", "datasets seen", "train time"):
-        table.add_column(column)
+    table = _table("file", "arch", "size", "parameters", "steps", "datasets seen", "train time",
+                   title="packaged checkpoints")
     details = []
-    for path in checkpoints:
-        try:
-            card = read_card(path)
-        except CheckpointError as error:
-            table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", "")
-            details.append(f"{path.name}: {escape(str(error))}")
+    for card in data["checkpoints"]:
+        if "error" in card:
+            table.add_row(card["file"], "[red]unreadable[/red]", "", "", "", "", "")
+            details.append(f"{card['file']}: {escape(card['error'])}")
             continue
         table.add_row(
-            path.name, card.arch, card.size, f"{card.n_parameters:,}", str(card.steps),
-            f"{card.datasets_seen:,}", f"{card.wall_time_s / 3600:.1f} h",
+            card["file"], card["arch"], card["size"], f"{card['n_parameters']:,}", str(card["steps"]),
+            f"{card['datasets_seen']:,}", f"{card['wall_time_s'] / 3600:.1f} h",
         )
         metrics = ", ".join(
-            f"{k.removesuffix('_accuracy')} {v:.3f}" for k, v in card.metrics.items() if k.endswith("_accuracy")
+            f"{k.removesuffix('_accuracy')} {v:.3f}" for k, v in card["metrics"].items() if k.endswith("_accuracy")
         )
-        details.append(f"{path.name}: trained on {card.hardware}; validation accuracy: {metrics}")
+        details.append(f"{card['file']}: trained on {card['hardware']}; validation accuracy: {metrics}")
     console.print(table)
     for line in details:
         console.print(line, highlight=False)
@@ -109,8 +175,8 @@ def info() -> None:
 
 Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
 _ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
-Size = Enum("Size", {name: name for name in SIZES}, type=str)
-Schedule = Enum("Schedule", {name: name for name in SCHEDULES}, type=str)
+Size = Enum("Size", {name: name for name in SIZE_NAMES}, type=str)
+Schedule = Enum("Schedule", {name: name for name in SCHEDULE_NAMES}, type=str)
 WeightsDtype = Enum("WeightsDtype", {name: name for name in ("float32", "float16", "bfloat16")}, type=str)
 
 
@@ -217,6 +283,8 @@ def export(
     overwrite: Annotated[bool, typer.Option(help="Replace --out when it exists.")] = False,
 ) -> None:
     """Copy a trained model into a (smaller) shippable checkpoint, keeping its model card."""
+    from .model import CheckpointError, load_checkpoint, save_checkpoint
+
     source = run_or_checkpoint / "model.pt" if run_or_checkpoint.is_dir() else run_or_checkpoint
     try:
         if out.is_dir():
@@ -296,7 +364,7 @@ def _method_list(text: str) -> tuple[str, ...]:
 
 @app.command()
 def evaluate(
-    suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list).")],
+    suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
     out: Annotated[Optional[Path], typer.Option(help="Results directory (default results/<suite>).")] = None,
     methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
@@ -321,6 +389,7 @@ def evaluate(
     2 bad input, 130 interrupted (Ctrl-C or SIGTERM; rerun to resume)."""
     from .backends import LocalBackend, check_backend_options, make_backend
     from .evaluate import EvaluateConfig, evaluate as run_evaluation
+    from .model import CheckpointError
     from .openml_data import TaskUnavailableError
     from .outdir_lock import FolderInUseError
 
@@ -356,7 +425,7 @@ def evaluate(
         errors.print(f"[yellow]task {task_id} unavailable:[/yellow] {escape(message)}", highlight=False)
     if dry_run:
         done = {cell.key for cell in summary.cells} - {cell.key for cell in summary.pending}
-        table = Table("task", "fold", "method", "variant", "state", title=f"{len(summary.cells)} cells, {len(summary.pending)} to run")
+        table = _table("task", "fold", "method", "variant", "state", title=f"{len(summary.cells)} cells, {len(summary.pending)} to run")
         for cell in summary.cells:
             table.add_row(cell.task_id, str(cell.fold), cell.method, cell.variant, "done" if cell.key in done else "pending")
         console.print(table)
@@ -425,9 +494,8 @@ def download(
                   f"use it with `equibench evaluate --openml-cache {escape(str(cache))}`", highlight=False)
 
 
-@app.command()
-def methods() -> None:
-    """The methods `equibench evaluate` can run, and whether each can run here."""
+def methods_data() -> list[dict]:
+    """What `equibench methods` reports, as plain data."""
     import importlib.util
 
     from .baselines.registry import METHODS
@@ -435,26 +503,45 @@ def methods() -> None:
     needs = {"xgboost": ("xgboost", "xgboost-cpu"), "rtdl-resnet": ("rtdl_revisiting_models", "rtdl-revisiting-models"),
              "rtdl-mlp": ("rtdl_revisiting_models", "rtdl-revisiting-models"), "tabnet": ("pytorch_tabnet", "pytorch-tabnet"),
              "tabpfn-v1": ("tabpfn", "tabpfn<2"), "tabpfn-v2": ("tabpfn", "tabpfn>=2")}
-    table = Table("method", "label", "variants", "status")
+    rows = []
     for spec in METHODS.values():
         module, pip_name = needs.get(spec.name, (None, None))
         missing = module is not None and importlib.util.find_spec(module) is None
-        status = f"[yellow]needs pip install \"{pip_name}\"[/yellow]" if missing else "[green]ready[/green]"
-        if spec.name.startswith("tabpfn-v"):
+        rows.append({
+            "method": spec.name, "label": spec.label, "variants": "ensemble sizes" if spec.ensembles else "default",
+            "ready": not missing, "install": f"pip install \"{pip_name}\"" if missing else None,
+            "needs_weights": spec.name.startswith("tabpfn-v"),
+        })
+    return rows
+
+
+@app.command()
+def methods(as_json: JsonOption = False) -> None:
+    """The methods `equibench evaluate` can run, and whether each can run here."""
+    rows = methods_data()
+    if as_json:
+        _print_json(rows)
+        return
+    table = _table("method", "label", "variants", "status")
+    for row in rows:
+        status = f"[yellow]needs {escape(row['install'])}[/yellow]" if row["install"] else "[green]ready[/green]"
+        if row["needs_weights"]:
             status += " (and --tabpfn-weights)"
-        table.add_row(spec.name, spec.label, "ensemble sizes" if spec.ensembles else "default", status)
+        table.add_row(row["method"], row["label"], row["variants"], status)
     console.print(table)
 
 
 @app.command()
-def suites() -> None:
-    """The built-in task suites."""
+def suites(as_json: JsonOption = False) -> None:
+    """The built-in task suites, with all their task ids."""
     from .suites import BUILTIN_SUITES
 
-    table = Table("suite", "tasks", "task ids")
+    if as_json:
+        _print_json([{"suite": s.name, "tasks": len(s.task_ids), "task_ids": list(s.task_ids)} for s in BUILTIN_SUITES.values()])
+        return
+    table = _table("suite", "tasks", "task ids")
     for suite in BUILTIN_SUITES.values():
-        ids = ", ".join(suite.task_ids)
-        table.add_row(suite.name, str(len(suite.task_ids)), ids if len(ids) < 90 else ids[:87] + "...")
+        table.add_row(suite.name, str(len(suite.task_ids)), ", ".join(suite.task_ids))
     console.print(table)
 
 
@@ -470,21 +557,32 @@ def equivariance(
     toy: Annotated[bool, typer.Option("--toy/--no-toy", help="Also draw the 9-point 3x3-grid illustration.")] = True,
     toy_grid: Annotated[int, typer.Option(help="Points per side of the toy's prediction grid.")] = 150,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
 ) -> None:
     """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy."""
-    from .equivariance import EquivarianceConfig, run_equivariance
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from .equivariance import EquivarianceConfig, run_equivariance
+    from .model import CheckpointError
+
+    bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint, K)"),
+                   TimeElapsedColumn(), console=errors, disable=not progress)
+    task = bar.add_task("equivariance", total=None)
     try:
         config = EquivarianceConfig(
             classes=_int_list(classes, "--classes"), ensembles=_int_list(ensembles, "--ensembles"),
             datasets=datasets, rows=rows, seed=seed, device=device,
             **({"checkpoints": tuple(checkpoints)} if checkpoints else {}),
         )
-        frame = run_equivariance(config, out, toy=toy, toy_grid=toy_grid, log=lambda line: console.print(line, highlight=False))
+        with bar:
+            frame = run_equivariance(
+                config, out, toy=toy, toy_grid=toy_grid, log=lambda line: bar.console.print(line, highlight=False),
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
     except (ValueError, OSError) as error:
         raise _fail(error) from None
-    table = Table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
-                  title="arg-max changes (% of test rows) by ensemble size E")
+    table = _table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
+                   title="arg-max changes (% of test rows) by ensemble size E")
     for (label, n_classes), group in frame.groupby(["checkpoint", "K"], sort=False):
         table.add_row(label, str(n_classes), *(f"{100 * value:.2f}" for value in group.argmax_change_fraction))
     console.print(table)

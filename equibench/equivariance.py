@@ -328,17 +328,25 @@ def checkpoint_labels(paths: tuple[Path, ...]) -> list[str]:
     return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
 
 
-def measure_equivariance(config: EquivarianceConfig, log: Callable[[str], None] = lambda _: None) -> pd.DataFrame:
+def measure_equivariance(config: EquivarianceConfig, log: Callable[[str], None] = lambda _: None,
+                         progress: Callable[[int, int], None] = lambda done, total: None) -> pd.DataFrame:
     """One row per (checkpoint, K, ensemble size): mean, std and s.e.m. over datasets of the
     arg-max change fraction and of the log-probability RMS. Cells a model cannot run
-    (TabPFN* beyond its class slots) are left out and described in ``frame.attrs["notes"]``."""
+    (TabPFN* beyond its class slots) are left out and described in ``frame.attrs["notes"]``.
+    ``progress(done, total)`` is called as (checkpoint, K) measurements finish."""
     models = {label: load_checkpoint(path)[0] for label, path in zip(checkpoint_labels(config.checkpoints),
                                                                       config.checkpoints)}
     device = resolve_device(config.device)
+
+    def runnable_models(n_classes: int) -> dict:
+        return {label: m for label, m in models.items() if m.arch == "equitabpfn" or n_classes <= m.config.max_classes}
+
+    total = sum(len(runnable_models(n_classes)) for n_classes in config.classes)
+    done = 0
+    progress(done, total)
     records, notes = [], []
     for n_classes in config.classes:
-        runnable = {label: m for label, m in models.items()
-                    if m.arch == "equitabpfn" or n_classes <= m.config.max_classes}
+        runnable = runnable_models(n_classes)
         notes += [f"{label}: K={n_classes} skipped, TabPFN* has {model.config.max_classes} class slots "
                   "(it needs ECOC beyond them)" for label, model in models.items() if label not in runnable]
         if not runnable:
@@ -361,6 +369,8 @@ def measure_equivariance(config: EquivarianceConfig, log: Callable[[str], None] 
             log(f"{label} K={n_classes}: {100 * fractions[0].mean():.2f}% arg-max changes with "
                 f"{config.ensembles[0]} member(s), {100 * fractions[-1].mean():.2f}% with {config.ensembles[-1]} "
                 f"({time.perf_counter() - started:.0f} s)")
+            done += 1
+            progress(done, total)
     if not records:
         raise ValueError(f"no checkpoint can run any of K={list(config.classes)}: " + "; ".join(notes))
     frame = pd.DataFrame.from_records(records)
@@ -576,7 +586,8 @@ def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, s
 
 
 def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, toy_grid: int = 150,
-                     log: Callable[[str], None] = lambda _: None) -> pd.DataFrame:
+                     log: Callable[[str], None] = lambda _: None,
+                     progress: Callable[[int, int], None] = lambda done, total: None) -> pd.DataFrame:
     """Measure, then write equivariance.csv/.md, equivariance-gap.png/.pdf,
     nine-point-toy.png/.pdf (unless ``toy`` is False) and README.md into ``out``."""
     if toy_grid < 2:
@@ -584,7 +595,7 @@ def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, to
     for path in config.checkpoints:
         load_checkpoint(path)  # fail on a bad file before any work
     started = time.perf_counter()
-    frame = measure_equivariance(config, log)
+    frame = measure_equivariance(config, log, progress)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "equivariance.csv", index=False)

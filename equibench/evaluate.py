@@ -160,7 +160,7 @@ def _task_infos(suite: Suite, openml_cache: str | None) -> dict[str, TaskInfo]:
     infos = {}
     for task_id in suite.task_ids:
         try:
-            task = load_task(task_id, openml_cache)
+            task = load_task(task_id, openml_cache, suite.files)
         except TaskUnavailableError as error:
             infos[task_id] = TaskInfo(n_folds=0, error=str(error))
             continue
@@ -208,9 +208,16 @@ def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_c
     suite = load_suite(config.suite)
     method_settings = _method_settings(config)
     fingerprint = _fingerprint(config, method_settings)
+    fingerprint["tables"] = {spec.task_id: spec.sha256 for spec in suite.files}
     manifest_path = out_dir / MANIFEST
     if manifest_path.exists():
         saved = read_manifest(manifest_path)["settings"]
+        changed = sorted(k for k, v in saved.get("tables", {}).items() if fingerprint["tables"].get(k, v) != v)
+        if changed:
+            raise ValueError(
+                f"{str(out_dir)!r} holds results of {', '.join(changed)} made from table files whose content has "
+                "changed since; pass a new --out directory (or restore the files) to keep results consistent"
+            )
         if saved["seed"] != fingerprint["seed"]:
             raise ValueError(
                 f"{str(out_dir)!r} holds results made with --seed {saved['seed']}; rerun with it to resume, "
@@ -238,7 +245,7 @@ def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_c
 
             working = str(working_cache(source, work_cache))
     infos = _task_infos(suite, working)
-    return suite, CellContext(working, config.seed, method_settings, config.threads_per_cell), fingerprint, infos
+    return suite, CellContext(working, config.seed, method_settings, config.threads_per_cell, file_tasks=suite.files), fingerprint, infos
 
 
 def _threads_refusal(out_dir: Path, before: int | None, now: int) -> str:

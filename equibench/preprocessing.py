@@ -60,6 +60,19 @@ def _seconds(series: pd.Series) -> pd.Series:
     return (series / pd.Timedelta(seconds=1)).astype(np.float64)
 
 
+def _category_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical columns as the ordinal encoder sees them: numeric columns (marked
+    categorical) as floats, the others as strings; missing values stay missing."""
+    columns = {}
+    for column in frame.columns:
+        series = frame[column]
+        if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+            columns[column] = series.astype(np.float64)
+        else:
+            columns[column] = series.astype(str).where(series.notna())
+    return pd.DataFrame(columns, index=frame.index)
+
+
 class TableEncoder:
     """Numeric float64 matrix from any 2-D table, fitted on train rows.
 
@@ -73,23 +86,29 @@ class TableEncoder:
     - above ``max_features`` columns, the ``max_features`` columns with the highest mutual
       information with the train labels are kept (deterministic given ``random_state``),
       in their original order.
+
+    ``categorical_features`` (column positions) marks numeric columns, such as integer
+    codes, as categorical too: they are ordinal-encoded in numeric order.
     """
 
-    def __init__(self, max_features: int, random_state: int = 0):
+    def __init__(self, max_features: int, random_state: int = 0, categorical_features=()):
         self.max_features = max_features
         self.random_state = random_state
+        self.categorical_features = tuple(categorical_features)
 
     def fit_transform(self, X, y: np.ndarray) -> np.ndarray:
         frame = _as_frame(X)
-        self.categorical_ = [c for c in frame.columns if _is_categorical(frame[c])]
+        marked = set(self.categorical_features)
+        self.categorical_ = [c for c in frame.columns if c in marked or _is_categorical(frame[c])]
         if self.categorical_:
             self.ordinal_ = OrdinalEncoder(
                 handle_unknown="use_encoded_value", unknown_value=np.nan, encoded_missing_value=np.nan
-            ).fit(frame[self.categorical_].astype(str).where(frame[self.categorical_].notna()))
+            ).fit(_category_frame(frame[self.categorical_]))
         values = self._numeric(frame)
         varying = [
             j for j in range(values.shape[1]) if pd.Series(values[:, j]).nunique(dropna=False) > 1
         ]
+        self.n_varying_ = len(varying)
         if len(varying) > self.max_features:
             varying = self._select_by_mutual_information(values, y, varying)
         self.columns_ = np.asarray(varying, dtype=int)
@@ -111,10 +130,7 @@ class TableEncoder:
         if numeric:
             out[:, numeric] = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
         if self.categorical_:
-            categories = frame[self.categorical_]
-            out[:, self.categorical_] = self.ordinal_.transform(
-                categories.astype(str).where(categories.notna())
-            )
+            out[:, self.categorical_] = self.ordinal_.transform(_category_frame(frame[self.categorical_]))
         return out
 
     def _select_by_mutual_information(self, values: np.ndarray, y: np.ndarray, columns: list[int]) -> list[int]:

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import nn
 
@@ -422,7 +423,7 @@ def pretrain(
                    "{task.fields[rate]:.1f} datasets/s  prior {task.fields[prior_share]:.0%}"),
         TimeElapsedColumn(), TimeRemainingColumn(),
     ]
-    bar = Progress(*columns, disable=not (progress and ddp.is_main))
+    bar = Progress(*columns, console=Console(stderr=True), disable=not (progress and ddp.is_main))  # stdout stays for results
     autocast = (
         torch.autocast(device_type=device.type, dtype=torch.bfloat16) if use_amp else nullcontext()
     )

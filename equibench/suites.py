@@ -4,6 +4,10 @@
     # my-suite.toml                       # my-suite.yaml
     name = "mine"                         name: mine
     tasks = [5, 7, "demo-iris"]           tasks: [5, 7, demo-iris]
+
+A task may also be your own CSV or parquet table (see ``user_data``)::
+
+    tasks = [5, {file = "patients.csv", target = "outcome", folds = "fold"}]
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from .tasks import DEMO_TASKS, Task, demo_task
+from .user_data import PREFIX as FILE_PREFIX, FileTask, file_task_from_entry, load_file_task
 
 GT10 = (5, 7, 41, 3022, 3481, 3567, 3952, 9956, 125922, 146032)
 LE10 = (
@@ -31,11 +36,12 @@ LE10 = (
 @dataclass(frozen=True)
 class Suite:
     name: str
-    task_ids: tuple[str, ...]  # OpenML task ids as strings, or "demo-<name>"
+    task_ids: tuple[str, ...]  # OpenML task ids as strings, "demo-<name>" or "file-<name>"
+    files: tuple[FileTask, ...] = field(default=())  # the tables behind the "file-<name>" tasks
 
     @property
     def needs_openml(self) -> bool:
-        return any(not task_id.startswith("demo-") for task_id in self.task_ids)
+        return any(not task_id.startswith(("demo-", FILE_PREFIX)) for task_id in self.task_ids)
 
 
 BUILTIN_SUITES = {
@@ -52,7 +58,10 @@ def _task_id(value) -> str:
             raise ValueError(f"unknown demo task {text!r}; choose from {', '.join('demo-' + n for n in DEMO_TASKS)}")
         return text
     if isinstance(value, bool) or not text.isdigit():
-        raise ValueError(f"task {value!r} is neither an OpenML task id (a positive integer) nor demo-<name>")
+        raise ValueError(
+            f"task {value!r} is neither an OpenML task id (a positive integer), demo-<name>, nor a table entry "
+            '{file = "data.csv", target = "label"}'
+        )
     return str(int(text))
 
 
@@ -75,11 +84,17 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
         raise ValueError(f"cannot read suite file {str(path)!r}: {error}") from error
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not data["tasks"]:
         raise ValueError(f"suite file {str(path)!r} needs a non-empty `tasks` list, e.g. tasks = [5, 7, 41]")
-    task_ids = [_task_id(value) for value in data["tasks"]]
+    task_ids, files = [], []
+    for value in data["tasks"]:
+        if isinstance(value, dict):
+            files.append(file_task_from_entry(value, path.parent, f"suite file {str(path)!r}"))
+            task_ids.append(files[-1].task_id)
+        else:
+            task_ids.append(_task_id(value))
     duplicates = sorted({t for t in task_ids if task_ids.count(t) > 1})
     if duplicates:
         raise ValueError(f"suite file {str(path)!r} lists tasks more than once: {duplicates}")
-    return Suite(_suite_name(data.get("name", path.stem), path), tuple(task_ids))
+    return Suite(_suite_name(data.get("name", path.stem), path), tuple(task_ids), tuple(files))
 
 
 _SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -95,10 +110,16 @@ def _suite_name(name, path: Path) -> str:
     return str(name)
 
 
-def load_task(task_id: str, openml_cache: str | os.PathLike | None) -> Task:
-    """The task ``task_id`` of a suite: a demo task, or an OpenML task from ``openml_cache``."""
+def load_task(task_id: str, openml_cache: str | os.PathLike | None, files: tuple[FileTask, ...] = ()) -> Task:
+    """The task ``task_id`` of a suite: a demo task, a table file among ``files``, or an
+    OpenML task from ``openml_cache``."""
     if task_id.startswith("demo-"):
         return demo_task(task_id.removeprefix("demo-"))
+    if task_id.startswith(FILE_PREFIX):
+        spec = next((spec for spec in files if spec.task_id == task_id), None)
+        if spec is None:
+            raise ValueError(f"task {task_id} is a table file task, but its suite's file entry was not given")
+        return load_file_task(spec)
     from .openml_data import load_task as load_openml_task
 
     return load_openml_task(int(task_id), openml_cache)

@@ -1,0 +1,192 @@
+"""A fitted classifier's state without the network's weights, in a safe file format.
+
+The file is an ``.npz`` archive of plain arrays (numbers and fixed-width strings, never
+Python objects) plus a JSON header, so ``numpy.load(allow_pickle=False)`` reads it and no
+code runs on load. The network is named by reference: a packaged checkpoint by file name,
+any other by path, each with its sha256 (see ``classifier.checkpoint_reference``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.preprocessing import OrdinalEncoder, QuantileTransformer
+
+from ._version import __version__
+from .model.checkpoint import atomic_write
+from .preprocessing import MemberSpec, MemberTransform, TableEncoder
+
+FORMAT = "equibench-fit-state"
+FORMAT_VERSION = 1
+
+
+class FitStateError(ValueError):
+    """A fit-state file is missing, damaged, or was written by another format version."""
+
+
+def _jsonable(value):
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(type(value).__name__)
+
+
+def _labels_array(classes: np.ndarray) -> tuple[np.ndarray, str]:
+    """``classes_`` as a pickle-free array and the dtype to restore."""
+    if classes.dtype != object:
+        return classes, classes.dtype.str
+    if all(isinstance(c, str) for c in classes):
+        return classes.astype(str), "object-str"
+    raise TypeError("class labels of mixed Python types cannot be saved without pickle; use plain str or numbers")
+
+
+def save_fit_state(estimator, path: str | os.PathLike) -> Path:
+    """Write ``estimator``'s fitted state to ``path`` (atomically)."""
+    params = {}
+    for name, value in estimator.get_params(deep=False).items():
+        if name == "checkpoint":
+            continue  # recorded by reference
+        try:
+            params[name] = _jsonable(value)
+        except TypeError:
+            params[name] = None  # a RandomState object: its draws are already in the state
+    arrays = {}
+    classes, classes_dtype = _labels_array(estimator.classes_)
+    arrays["classes"] = classes
+    if hasattr(estimator, "feature_names_in_"):
+        arrays["feature_names_in"] = np.asarray(estimator.feature_names_in_, dtype=str)
+    encoder = estimator.encoder_
+    arrays["encoder/columns"] = encoder.columns_
+    if encoder.categorical_:
+        for j, categories in enumerate(encoder.ordinal_.categories_):
+            kept = categories[~np.asarray(pd.isna(categories), dtype=bool)]
+            arrays[f"encoder/categories/{j}"] = kept.astype(float if kept.dtype.kind in "fiu" else str)
+    members = []
+    for i, (transform, features) in enumerate(zip(estimator.transforms_, estimator.train_features_)):
+        members.append({"variant": transform.spec.variant, "feature_shift": transform.spec.feature_shift,
+                        "class_shift": transform.spec.class_shift})
+        arrays[f"member/{i}/mean"] = transform.mean_.numpy()
+        arrays[f"member/{i}/std"] = transform.std_.numpy()
+        arrays[f"member/{i}/train_features"] = features.numpy()
+        if transform.spec.variant == "quantile":
+            arrays[f"member/{i}/quantiles"] = transform.quantile_.quantiles_
+            arrays[f"member/{i}/references"] = transform.quantile_.references_
+    arrays["train_labels"] = estimator.train_labels_.numpy()
+    header = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "equibench_version": __version__,
+        "estimator": type(estimator).__name__, "params": params,
+        "checkpoint": estimator.checkpoint_reference_, "device": str(estimator.device_),
+        "classes_dtype": classes_dtype, "n_features_in": int(estimator.n_features_in_),
+        "encoder": {"max_features": encoder.max_features, "random_state": int(encoder.random_state),
+                    "categorical_features": list(encoder.categorical_features),
+                    "categorical": [int(c) for c in encoder.categorical_]},
+        "members": members,
+    }
+    arrays["header"] = np.asarray(json.dumps(header))
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            np.savez_compressed(handle, **arrays)
+
+    return atomic_write(path, write)
+
+
+def _read(path: Path) -> tuple[dict, dict]:
+    if not path.is_file():
+        raise FitStateError(f"fit-state file {str(path)!r} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+        header = json.loads(str(arrays.pop("header")))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        raise FitStateError(
+            f"{str(path)!r} is not a readable fit-state file ({type(error).__name__}: {error}); write it with "
+            "save_fit_state"
+        ) from error
+    if header.get("format") != FORMAT or header.get("format_version") != FORMAT_VERSION:
+        raise FitStateError(
+            f"{str(path)!r} is not an equibench fit state of format version {FORMAT_VERSION} "
+            f"(found {header.get('format')!r} version {header.get('format_version')!r})"
+        )
+    return header, arrays
+
+
+def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | None = None):
+    """A fitted ``cls`` from ``path``; see ``_PFNClassifier.load_from_fit_state``."""
+    from .classifier import model_from_reference, resolve_device
+
+    path = Path(path)
+    header, arrays = _read(path)
+    if header["estimator"] != cls.__name__:
+        raise FitStateError(f"{str(path)!r} holds a fitted {header['estimator']}; load it with that class")
+    params = dict(header["params"])
+    if device is not None:
+        params["device"] = device
+    if params.get("feature_transforms") is not None:
+        params["feature_transforms"] = tuple(params["feature_transforms"])
+    estimator = cls(**params)
+    if checkpoint is None:
+        if header["checkpoint"] is None:
+            raise FitStateError(
+                f"{str(path)!r} was fitted with a model object, not a checkpoint file; pass checkpoint=... to load it"
+            )
+        estimator.model_, source = model_from_reference(header["checkpoint"])
+        estimator.checkpoint, estimator.checkpoint_reference_ = str(source), header["checkpoint"]
+    else:
+        estimator.checkpoint = checkpoint
+        estimator.model_, estimator.checkpoint_reference_ = estimator._load_model()
+    estimator.device_ = resolve_device(params["device"] if device is not None else _saved_device(header["device"]))
+    classes = arrays["classes"]
+    estimator.classes_ = classes.astype(object) if header["classes_dtype"] == "object-str" else classes
+    estimator.n_features_in_ = header["n_features_in"]
+    if "feature_names_in" in arrays:
+        estimator.feature_names_in_ = arrays["feature_names_in"].astype(object)
+    estimator.encoder_ = _encoder(header["encoder"], arrays)
+    estimator.transforms_, estimator.train_features_ = [], []
+    for i, spec in enumerate(header["members"]):
+        transform = MemberTransform(MemberSpec(**spec), estimator.model_.config.f_max)
+        transform.mean_ = torch.from_numpy(arrays[f"member/{i}/mean"])
+        transform.std_ = torch.from_numpy(arrays[f"member/{i}/std"])
+        if spec["variant"] == "quantile":
+            quantiles = arrays[f"member/{i}/quantiles"]
+            quantile = QuantileTransformer(n_quantiles=len(quantiles), output_distribution="normal")
+            quantile.quantiles_, quantile.references_ = quantiles, arrays[f"member/{i}/references"]
+            quantile.n_quantiles_, quantile.n_features_in_ = len(quantiles), quantiles.shape[1]
+            transform.quantile_ = quantile
+        estimator.transforms_.append(transform)
+        estimator.train_features_.append(torch.from_numpy(arrays[f"member/{i}/train_features"]))
+    estimator.train_labels_ = torch.from_numpy(arrays["train_labels"])
+    return estimator
+
+
+def _saved_device(device: str) -> str:
+    return device if not device.startswith("cuda") or torch.cuda.is_available() else "cpu"
+
+
+def _encoder(saved: dict, arrays: dict) -> TableEncoder:
+    encoder = TableEncoder(saved["max_features"], saved["random_state"], saved["categorical_features"])
+    encoder.categorical_ = saved["categorical"]
+    encoder.columns_ = arrays["encoder/columns"]
+    if encoder.categorical_:
+        categories = [arrays[f"encoder/categories/{j}"] for j in range(len(encoder.categorical_))]
+        categories = [c.astype(object) if c.dtype.kind == "U" else c for c in categories]
+        encoder.ordinal_ = OrdinalEncoder(
+            categories=categories, handle_unknown="use_encoded_value", unknown_value=np.nan,
+            encoded_missing_value=np.nan,
+        )
+        # With explicit categories, fit only checks the columns: one row of known values.
+        row = {
+            column: pd.Series(c[:1] if len(c) else [np.nan], dtype=c.dtype)
+            for column, c in zip(encoder.categorical_, categories)
+        }
+        encoder.ordinal_.fit(pd.DataFrame(row))
+    return encoder

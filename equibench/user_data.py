@@ -1,0 +1,171 @@
+"""Your own tables as evaluation tasks: a CSV or parquet file with a target column (and
+optionally a fold column), named in a suite file or handed over as a data frame.
+
+A suite file entry (paths relative to the suite file)::
+
+    tasks = [5, {file = "data/patients.csv", target = "outcome", folds = "fold", name = "patients"}]
+
+The task id is ``file-<name>`` (name defaults to the file's stem). Without a fold column the
+rows get seeded, stratified 10 folds, as the demo tasks do; a fold column holds each row's
+test fold, 0..n-1 with n >= 3 (TabZilla's protocol takes a test, a validation and a train part).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .tasks import Task
+
+PREFIX = "file-"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_FORMATS = (".csv", ".parquet", ".pq")
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """A suite's task read from a table file; ``sha256`` pins the file's content."""
+
+    task_id: str
+    name: str
+    path: str  # absolute
+    target: str
+    folds: str | None
+    sha256: str
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def file_task_from_entry(entry: dict, base_dir: Path, where: str) -> FileTask:
+    """The :class:`FileTask` of a suite file entry ``{file, target, folds?, name?}``."""
+    unknown = sorted(set(entry) - {"file", "target", "folds", "name"})
+    if unknown or not isinstance(entry.get("file"), str) or not isinstance(entry.get("target"), str):
+        raise ValueError(
+            f"{where}: a table entry needs `file` and `target` (and optionally `folds`, `name`), got {entry!r}; "
+            'e.g. {file = "data.csv", target = "label"}'
+        )
+    path = (base_dir / entry["file"]).resolve()
+    if path.suffix.lower() not in _FORMATS:
+        raise ValueError(f"{where}: {entry['file']!r} must be a .csv or .parquet file")
+    if not path.is_file():
+        raise ValueError(f"{where}: table file {str(path)!r} does not exist (paths are relative to the suite file)")
+    name = str(entry.get("name", path.stem))
+    if not _NAME.match(name):
+        raise ValueError(f"{where}: task name {name!r} may only hold letters, digits, '_', '.' and '-'")
+    folds = entry.get("folds")
+    if folds is not None and not isinstance(folds, str):
+        raise ValueError(f"{where}: `folds` names a column of {entry['file']!r}, got {folds!r}")
+    return FileTask(f"{PREFIX}{name}", name, str(path), entry["target"], folds, _digest(path))
+
+
+def _read_table(path: Path):
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
+    except Exception as error:  # pandas and pyarrow raise many types for unreadable files
+        raise ValueError(f"cannot read table file {str(path)!r}: {type(error).__name__}: {error}") from error
+
+
+def load_file_task(spec: FileTask) -> Task:
+    """The :class:`Task` of a table file, checked against the content the suite was planned with."""
+    import pandas as pd
+
+    from .tasks import stratified_folds
+
+    path = Path(spec.path)
+    if not path.is_file() or _digest(path) != spec.sha256:
+        raise ValueError(
+            f"table file {spec.path!r} of task {spec.task_id} is missing or changed since the run was planned; "
+            "restore it, or start a new --out directory"
+        )
+    frame = _read_table(path)
+    for column, role in ((spec.target, "target"), (spec.folds, "folds")):
+        if column is not None and column not in frame.columns:
+            raise ValueError(f"{spec.path!r} has no {role} column {column!r}; its columns are {list(frame.columns)}")
+    y = frame[spec.target]
+    if y.isna().any():
+        raise ValueError(
+            f"target column {spec.target!r} of {spec.path!r} has {int(y.isna().sum())} missing values; drop those rows"
+        )
+    X = frame.drop(columns=[c for c in (spec.target, spec.folds) if c is not None]).reset_index(drop=True)
+    if X.shape[1] == 0:
+        raise ValueError(f"{spec.path!r} has no feature columns besides the target")
+    y = np.asarray(y)
+    if spec.folds is None:
+        if len(y) < 10:
+            raise ValueError(f"{spec.path!r} has {len(y)} rows; 10 folds need at least 10 (or give a `folds` column)")
+        test_folds = stratified_folds(y)
+    else:
+        test_folds = _fold_column(frame[spec.folds], spec)
+    categorical = np.array([not pd.api.types.is_numeric_dtype(X[c]) for c in X.columns])
+    return Task(task_id=spec.task_id, name=spec.name, X=X, y=y, categorical=categorical, test_folds=test_folds)
+
+
+def _fold_column(column, spec: FileTask) -> np.ndarray:
+    values = column.to_numpy()
+    if column.isna().any() or values.dtype.kind not in "iuf" or not np.all(values == np.round(values)):
+        raise ValueError(f"fold column {spec.folds!r} of {spec.path!r} must hold integer fold numbers 0..n-1")
+    folds = values.astype(int)
+    present = np.unique(folds)
+    if present.tolist() != list(range(len(present))) or len(present) < 3:
+        raise ValueError(
+            f"fold column {spec.folds!r} of {spec.path!r} must use every fold 0..n-1 with n >= 3 (test, validation "
+            f"and train parts), got {present.tolist()}"
+        )
+    return folds
+
+
+def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "frame",
+                   fold_column: str | None = None, backend=None, progress: bool = False, **options):
+    """Evaluate methods on a data frame (pandas, polars, ...) with the same protocol, results
+    store and report as ``equibench evaluate``.
+
+    The frame is stored as ``out/data/<name>.parquet`` and a suite file ``out/suite.yaml``
+    naming it is written, so the run can be resumed (call again) and reported
+    (``equibench report --results out``). ``fold_column`` names a column of test folds;
+    ``options`` go to :class:`~equibench.evaluate.EvaluateConfig` (``methods``, ``folds``,
+    ``ensembles``, ``seed``, ``device``, ...). Returns the :class:`EvaluateSummary`.
+    """
+    import pandas as pd
+    import yaml
+
+    from .evaluate import EvaluateConfig, evaluate
+    from .frames import as_pandas
+    from .results_store import atomic_write_text
+
+    frame = as_pandas(frame)
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"evaluate_frame needs a data frame, got {type(frame).__name__}")
+    if not _NAME.match(name):
+        raise ValueError(f"name {name!r} may only hold letters, digits, '_', '.' and '-'")
+    if target not in frame.columns:
+        raise ValueError(f"the frame has no target column {target!r}; its columns are {list(frame.columns)}")
+    out = Path(out)
+    data_path = out / "data" / f"{name}.parquet"
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    if data_path.exists() and data_path.read_bytes() != buffer.getvalue():
+        raise ValueError(
+            f"{str(out)!r} holds results for another frame named {name!r}; pass a new out directory or name"
+        )
+    data_path.parent.mkdir(parents=True, exist_ok=True)
+    if not data_path.exists():
+        from .model.checkpoint import atomic_write
+
+        atomic_write(data_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
+    entry = {"file": f"data/{name}.parquet", "target": target, "name": name}
+    if fold_column is not None:
+        entry["folds"] = fold_column
+    suite_path = out / "suite.yaml"
+    atomic_write_text(suite_path, yaml.safe_dump({"name": name, "tasks": [entry]}, sort_keys=False))
+    config = EvaluateConfig(suite=str(suite_path), **options)
+    return evaluate(config, out, backend=backend, progress=progress)
