@@ -262,10 +262,10 @@ def pretrain(
             config, prior, out, resume=resume, progress=progress,
             time_limit_s=None if time_limit is None else 60 * time_limit, overwrite=overwrite,
         )
-    except (ValueError, OSError, CheckpointError) as error:
-        raise _fail(error) from None
     except NonFiniteLossError as error:
         raise _fail(error, code=1) from None
+    except (ValueError, OSError) as error:  # a CheckpointError is a ValueError
+        raise _fail(error) from None
     if outcome.finished:
         console.print(f"model written to {outcome.model_path}")
     else:
@@ -563,10 +563,9 @@ def equivariance(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .equivariance import EquivarianceConfig, run_equivariance
-    from .model import CheckpointError
 
     bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint, K)"),
-                   TimeElapsedColumn(), console=errors, disable=not progress)
+                   TimeElapsedColumn(), console=errors, disable=not (progress and errors.is_terminal), transient=True)
     task = bar.add_task("equivariance", total=None)
     try:
         config = EquivarianceConfig(

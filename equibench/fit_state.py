@@ -80,6 +80,7 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
         if transform.spec.variant == "quantile":
             arrays[f"member/{i}/quantiles"] = transform.quantile_.quantiles_
             arrays[f"member/{i}/references"] = transform.quantile_.references_
+            arrays[f"member/{i}/exponent"] = np.asarray(transform.exponent_)
     arrays["train_labels"] = estimator.train_labels_.numpy()
     header = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "equibench_version": __version__,
@@ -162,6 +163,7 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
             quantile.quantiles_, quantile.references_ = quantiles, arrays[f"member/{i}/references"]
             quantile.n_quantiles_, quantile.n_features_in_ = len(quantiles), quantiles.shape[1]
             transform.quantile_ = quantile
+            transform.exponent_ = arrays[f"member/{i}/exponent"]
         estimator.transforms_.append(transform)
         estimator.train_features_.append(torch.from_numpy(arrays[f"member/{i}/train_features"]))
     estimator.train_labels_ = torch.from_numpy(arrays["train_labels"])

@@ -366,8 +366,8 @@ def test_9_the_classifier_sees_data_in_tiny_and_huge_units(tiny_equi_path, scale
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, 3))
     y = (X[:, 0] > 0).astype(int)
-    reference = EquiTabPFNClassifier(tiny_equi_path, n_estimators=2, device="cpu", random_state=0).fit(X, y)
-    scaled = EquiTabPFNClassifier(tiny_equi_path, n_estimators=2, device="cpu", random_state=0).fit(X * scale, y)
+    reference = EquiTabPFNClassifier(checkpoint=tiny_equi_path, n_estimators=2, device="cpu", random_state=0).fit(X, y)
+    scaled = EquiTabPFNClassifier(checkpoint=tiny_equi_path, n_estimators=2, device="cpu", random_state=0).fit(X * scale, y)
     np.testing.assert_allclose(scaled.predict_proba(X * scale), reference.predict_proba(X), atol=1e-5)
 
 
@@ -396,7 +396,8 @@ def test_11_evaluate_exits_non_zero_when_cells_failed(tmp_path, monkeypatch):
         raise RuntimeError("this learner is broken")
 
     monkeypatch.setattr(knn_module.KNNMethod, "_fit", broken)
-    args = ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0", "--no-progress"]
+    # --jobs 1: the cells run in this process, where the broken learner is patched in
+    args = ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0", "--no-progress", "--jobs", "1"]
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "a")])
     assert result.exit_code == 1 and "6 cells of this run failed" in result.output and "rerun the command" in result.output
     assert set(pd.read_csv(tmp_path / "a" / "results.csv").status) == {"failed"}
@@ -586,7 +587,7 @@ def test_13_a_torn_file_in_the_working_openml_cache_is_copied_again(tmp_path):
 
 def test_13_a_column_numeric_at_fit_and_text_at_predict(tiny_equi_path):
     X = pd.DataFrame({"a": np.arange(20.0), "b": np.arange(20.0) % 3})
-    classifier = EquiTabPFNClassifier(tiny_equi_path, n_estimators=1, device="cpu").fit(X, np.arange(20) % 2)
+    classifier = EquiTabPFNClassifier(checkpoint=tiny_equi_path, n_estimators=1, device="cpu").fit(X, np.arange(20) % 2)
     with pytest.raises(ValueError, match=r"column 1 was numeric when fitted but now holds non-numeric values \(e.g. 'x'\)"):
         classifier.predict(X.assign(b=["x"] * 20))
 
@@ -608,7 +609,7 @@ def test_14_checkpoint_paths_that_are_not_files(tmp_path, checkpoint, message):
 @pytest.mark.parametrize("labels", [[0, 1, None, 1], [0.0, 1.0, np.nan, 1.0], ["a", "b", None, "a"]])
 def test_14_missing_labels_are_named(tiny_equi_path, labels):
     with pytest.raises(ValueError, match=r"y has 1 missing labels \(None or NaN\), e.g. at rows \[2\]"):
-        EquiTabPFNClassifier(tiny_equi_path, device="cpu").fit(np.zeros((4, 2)), np.array(labels, dtype=object))
+        EquiTabPFNClassifier(checkpoint=tiny_equi_path, device="cpu").fit(np.zeros((4, 2)), np.array(labels, dtype=object))
 
 
 def test_14_backward_fold_ranges_and_rejected_runs_leave_no_folder(tmp_path):
