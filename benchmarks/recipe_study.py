@@ -194,6 +194,33 @@ def run(name: str, budget_s: float, out: Path, runs: Path, openml_cache: Path | 
     print(f"{name}: {json.dumps(result)}", flush=True)
 
 
+def score_reference(name: str, out: Path, openml_cache: Path | None) -> None:
+    """Score a reference on the same scale: ``shipped`` (the packaged EquiTabPFN checkpoint)
+    or ``random-init`` (the base configuration's model before any step, seed 0)."""
+    from equibench.model import ModelCard, build_model, default_checkpoint, read_card, save_checkpoint, size_config
+
+    folder = out / name
+    if (folder / "score.json").exists():
+        print(f"{name}: done already", flush=True)
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        if name == "shipped":
+            checkpoint = default_checkpoint("equitabpfn")
+            card = read_card(checkpoint)
+            steps, datasets = card.steps, card.datasets_seen
+        else:
+            torch.manual_seed(0)
+            checkpoint = Path(scratch) / "random-init.pt"
+            model = build_model("equitabpfn", size_config("small"))
+            save_checkpoint(model, checkpoint, ModelCard("equitabpfn", "small"))
+            steps, datasets = 0, 0
+        result = {"name": name, "command": f"reference: {checkpoint.name}", "steps": steps, "datasets": datasets,
+                  "cpu_minutes": float("nan"), **score(checkpoint, openml_cache)}
+    (folder / "score.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{name}: {json.dumps(result)}", flush=True)
+
+
 def table(out: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     """The summary of the scored configurations, and the reason of each failed one."""
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*/score.json"))]
@@ -222,6 +249,11 @@ def main() -> None:
     run_parser.add_argument("--out", type=Path, default=Path("results/recipe-study"))
     run_parser.add_argument("--runs", type=Path, default=Path("runs/recipe-study"))
     run_parser.add_argument("--openml-cache", type=Path)
+    reference_parser = sub.add_parser("reference")
+    reference_parser.add_argument("names", nargs="+", choices=["shipped", "random-init"])
+    reference_parser.add_argument("--out", type=Path, default=Path("results/recipe-study"))
+    reference_parser.add_argument("--runs", type=Path, default=Path("runs/recipe-study"))
+    reference_parser.add_argument("--openml-cache", type=Path)
     table_parser = sub.add_parser("table")
     table_parser.add_argument("--out", type=Path, default=Path("results/recipe-study"))
     args = parser.parse_args()
@@ -240,6 +272,10 @@ def main() -> None:
         from equibench.openml_data import working_cache
 
         cache = working_cache(args.openml_cache, args.runs / "openml-cache")
+    if args.command == "reference":
+        for name in args.names:
+            score_reference(name, args.out, cache)
+        return
     for name in args.names:
         started = time.perf_counter()
         run(name, 60 * args.budget_min, args.out, args.runs, cache)
