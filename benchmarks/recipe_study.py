@@ -59,6 +59,14 @@ CONFIGS: dict[str, list[str]] = {
     "pre-ln-qk-3e-3-batch32": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--grad-accumulation", "4"],
     "pre-ln-qk-3e-3-d96l3": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--d-model", "96",
                              "--layers", "3", "--mlp-hidden", "192"],
+    # around the best base so far (pre-LN, lr 1e-3): schedule, prior, data, batch, shape
+    "pre-ln-1e-3-sf": [*_BASE, "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--schedule", "schedule-free"],
+    "pre-ln-1e-3-wsd": [*_BASE, "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--schedule", "wsd"],
+    "pre-ln-1e-3-trees": [*_BASE, "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--tree-fraction", "0.3"],
+    "pre-ln-1e-3-rows128": [*_BASE, "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--rows", "128"],
+    "pre-ln-1e-3-batch32": [*_BASE, "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--grad-accumulation", "4"],
+    "pre-ln-1e-3-d96l3": [*_BASE, "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--d-model", "96",
+                          "--layers", "3", "--mlp-hidden", "192"],
     # queued for the next sessions: the remaining knobs of the study
     "pre-ln-qk-1e-3": [*_BASE, *_FAST, "--lr", "1e-3", "--warmup-steps", "50"],
     "pre-ln-qk-3e-3-beta2-999": [*_BASE, "--pre-ln", "--qk-norm", "--lr", "3e-3", "--warmup-steps", "50"],
