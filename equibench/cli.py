@@ -565,19 +565,29 @@ def equivariance(
     from .equivariance import EquivarianceConfig, run_equivariance
 
     bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint, K)"),
-                   TimeElapsedColumn(), console=errors, disable=not (progress and errors.is_terminal), transient=True)
+                   TimeElapsedColumn(), console=errors, disable=not progress)
     task = bar.add_task("equivariance", total=None)
+
+    def report(done: int, total: int) -> None:
+        # the bar starts once the checkpoints loaded: a bad input stays a single error line
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done, total=total)
+
     try:
         config = EquivarianceConfig(
             classes=_int_list(classes, "--classes"), ensembles=_int_list(ensembles, "--ensembles"),
             datasets=datasets, rows=rows, seed=seed, device=device,
             **({"checkpoints": tuple(checkpoints)} if checkpoints else {}),
         )
-        with bar:
+        try:
             frame = run_equivariance(
                 config, out, toy=toy, toy_grid=toy_grid, log=lambda line: bar.console.print(line, highlight=False),
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                progress=report,
             )
+        finally:
+            if bar.live.is_started:
+                bar.stop()
     except (ValueError, OSError) as error:
         raise _fail(error) from None
     table = _table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
