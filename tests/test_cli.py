@@ -17,13 +17,15 @@ from equibench.suites import BUILTIN_SUITES
 HEAVY = ("torch", "sklearn", "pandas", "numpy", "scipy", "matplotlib", "openml")
 
 
-def test_version_option_and_python_dash_m():
+def test_version_option_and_python_dash_m(tmp_path):
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"equibench {__version__}"
-    ran = subprocess.run([sys.executable, "-m", "equibench", "--version"], capture_output=True, text=True, timeout=120)
+    # outside the checkout, so that `-m` finds the installed package, not the source tree
+    ran = subprocess.run([sys.executable, "-m", "equibench", "--version"], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
     assert ran.returncode == 0 and ran.stdout.strip() == f"equibench {__version__}"
     ran = subprocess.run([sys.executable, "-m", "equibench", "suites", "--json"], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, cwd=tmp_path)
     assert ran.returncode == 0 and json.loads(ran.stdout)[0]["suite"] == "gt10"
 
 
@@ -73,7 +75,7 @@ def test_piped_output_is_not_wrapped():
     assert ", ".join(BUILTIN_SUITES["le10"].task_ids) in le10
 
 
-def test_help_and_listing_commands_import_no_heavy_module():
+def test_help_and_listing_commands_import_no_heavy_module(tmp_path):
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
@@ -82,7 +84,10 @@ def test_help_and_listing_commands_import_no_heavy_module():
         "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
-    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # outside the checkout: `-c` puts the working directory first on sys.path, where the
+    # uninstalled source tree (without equibench.model / equibench.baselines) would shadow
+    # a regular install
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "[]"
 
