@@ -283,7 +283,7 @@ def export(
     overwrite: Annotated[bool, typer.Option(help="Replace --out when it exists.")] = False,
 ) -> None:
     """Copy a trained model into a (smaller) shippable checkpoint, keeping its model card."""
-    from .model import CheckpointError, load_checkpoint, save_checkpoint
+    from .model import load_checkpoint, save_checkpoint
 
     source = run_or_checkpoint / "model.pt" if run_or_checkpoint.is_dir() else run_or_checkpoint
     try:

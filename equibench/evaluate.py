@@ -32,7 +32,7 @@ from .backends import CellBackend, LocalBackend
 from .baselines.registry import METHODS, method_spec
 from .cells import Cell, CellContext, CellOutcome, failed_row
 from .machine import cpu_name
-from .model import CheckpointError, default_checkpoint, read_card
+from .model import default_checkpoint, read_card
 from .outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from .results_store import ResultsStore, atomic_write_text
 from .suites import Suite, load_suite, load_task

@@ -333,7 +333,7 @@ def pretrain(
     torch.manual_seed(config.seed)
     model = build_model(config.arch, size_config(config.size, **config.model_overrides)).to(device)
     optimizer, scheduler = build_optimizer(model, config, device)
-    for first_step, rows in config.rows_curriculum:
+    for first_step, _ in config.rows_curriculum:
         prior_at(first_step, prior, config.rows_curriculum)  # validates every curriculum prior now
     prior_generator = torch.Generator(device=device).manual_seed(config.seed * 1_000_003 + ddp.rank)
     start_step, datasets_seen, wall_time, metrics = 0, 0, 0.0, {}

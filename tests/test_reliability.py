@@ -30,7 +30,7 @@ from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.model import CheckpointError, load_checkpoint, save_checkpoint
 from equibench.normalize import apply_normalization, fit_normalization
 from equibench.openml_data import working_cache
-from equibench.outdir_lock import FolderInUseError, locked_folder
+from equibench.outdir_lock import FolderInUseError
 from equibench.preprocessing import TableEncoder
 from equibench.pretrain import NonFiniteLossError, TrainConfig, pretrain
 from equibench.prior import PriorConfig
