@@ -14,18 +14,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-
-class MethodUnavailableError(RuntimeError):
-    """The method cannot run here (missing package or weights): its cells are *skipped*,
-    with ``str(error)`` as the reason."""
-
-
-class MissingDependencyError(MethodUnavailableError, ImportError):
-    """An optional package a method needs is not installed; ``hint`` says how to get it."""
-
-    def __init__(self, method: str, module: str, pip_name: str):
-        self.hint = f'pip install "{pip_name}"'
-        super().__init__(f"method {method!r} needs the Python package {module!r}: {self.hint}")
+from ..errors import MethodUnavailableError, MissingDependencyError  # noqa: F401 (re-exported)
 
 
 def require(method: str, module: str, pip_name: str):

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-
 from equibench.baselines.registry import METHODS
+
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.machine import hardware_description
 from equibench.report_tables import markdown_table

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from equibench.model import build_model, count_parameters, size_config
+
 from equibench.machine import hardware_description
 from equibench.prior import PriorConfig, sample_batch
 from equibench.validation import forward_batch, masked_test_loss

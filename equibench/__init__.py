@@ -1,8 +1,12 @@
 """equibench: pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines."""
 
 from ._version import __version__
+from .errors import EquibenchError  # noqa: F401 (public)
 
-__all__ = ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "__version__", "evaluate_frame"]
+__all__ = [
+    "ECOCClassifier", "EquiTabPFNClassifier", "EquibenchError", "PretrainingLimitWarning", "TabPFNStarClassifier",
+    "__version__", "evaluate_frame",
+]
 
 # The classifiers import torch and scikit-learn: load them on first use, so that
 # `import equibench` (and the CLI's start) stays fast.
@@ -11,6 +15,7 @@ _LAZY = {
     "TabPFNStarClassifier": "classifier",
     "PretrainingLimitWarning": "classifier",
     "evaluate_frame": "user_data",
+    "ECOCClassifier": "baselines.ecoc",
 }
 
 

@@ -23,6 +23,7 @@ import arff
 import xmltodict
 
 from .cache_manifest import Manifest, file_digest
+from .errors import BrokenFileError, UnsupportedTaskError
 
 #: where openml keeps what it fetched from www.openml.org, below its root cache directory
 SERVER_DIR = Path("org", "openml", "www")
@@ -30,14 +31,6 @@ N_FOLDS = 10
 TASK_FILES = ("datasplits.arff", "task.xml")  # task.xml last: it is what openml looks for first
 DATASET_FILES = ("dataset.arff", "features.xml", "qualities.xml", "description.xml")
 OPTIONAL_FILES = ("qualities.xml",)  # OpenML has datasets without computed qualities
-
-
-class BrokenFileError(ValueError):
-    """A cached file is present but cannot be used."""
-
-
-class UnsupportedTaskError(BrokenFileError):
-    """The files are sound but describe a task equibench cannot evaluate (fetching again won't help)."""
 
 
 @dataclass

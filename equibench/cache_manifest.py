@@ -17,7 +17,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 MANIFEST = "equibench-download.json"
 
 

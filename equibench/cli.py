@@ -233,7 +233,8 @@ def pretrain(
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes)."""
-    from .pretrain import NonFiniteLossError, TrainConfig, pretrain as run_pretraining
+    from .pretrain import NonFiniteLossError, TrainConfig
+    from .pretrain import pretrain as run_pretraining
     from .prior import PriorConfig
 
     overrides = {
@@ -388,7 +389,8 @@ def evaluate(
     Exit status: 0 done, 1 cells of this run failed (rerun to retry them; see --allow-failures),
     2 bad input, 130 interrupted (Ctrl-C or SIGTERM; rerun to resume)."""
     from .backends import LocalBackend, check_backend_options, make_backend
-    from .evaluate import EvaluateConfig, evaluate as run_evaluation
+    from .evaluate import EvaluateConfig
+    from .evaluate import evaluate as run_evaluation
     from .model import CheckpointError
     from .openml_data import TaskUnavailableError
     from .outdir_lock import FolderInUseError

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 

@@ -19,15 +19,12 @@ import torch
 from sklearn.preprocessing import OrdinalEncoder, QuantileTransformer
 
 from ._version import __version__
+from .errors import FitStateError
 from .model.checkpoint import atomic_write
 from .preprocessing import MemberSpec, MemberTransform, TableEncoder
 
 FORMAT = "equibench-fit-state"
 FORMAT_VERSION = 1
-
-
-class FitStateError(ValueError):
-    """A fit-state file is missing, damaged, or was written by another format version."""
 
 
 def _jsonable(value):

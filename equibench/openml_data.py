@@ -13,12 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import TaskUnavailableError
 from .model.checkpoint import atomic_write
 from .tasks import Task
-
-
-class TaskUnavailableError(RuntimeError):
-    """A task is neither in the cache nor reachable on the OpenML server."""
 
 
 def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Path:

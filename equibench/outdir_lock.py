@@ -19,14 +19,11 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from .errors import FolderInUseError
 from .model.checkpoint import atomic_write
 
 LOCK_FILE = ".equibench.lock"
 HOLDER_FILE = ".equibench.lock.json"
-
-
-class FolderInUseError(RuntimeError):
-    """Another process holds the folder's lock."""
 
 
 def _holder(folder: Path) -> str:

@@ -34,6 +34,7 @@ from torch import nn
 
 from . import __version__
 from .classifier import resolve_device
+from .errors import NonFiniteLossError
 from .machine import hardware_description
 from .model import SIZES, ModelCard, build_model, load_checkpoint, save_checkpoint, size_config
 from .model.checkpoint import atomic_torch_save
@@ -166,10 +167,6 @@ def _changed_settings(saved: dict, current: dict, config: TrainConfig, done_step
         and not (section == "train" and key in free)
     ]
     return changed + (["world_size"] if saved["world_size"] != current["world_size"] else [])
-
-
-class NonFiniteLossError(RuntimeError):
-    """Training diverged: the loss (or the weights) became NaN or infinite."""
 
 
 def _read_log(path: Path, up_to_step: int) -> list[str]:

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomllib
 import yaml
 
 from .tasks import DEMO_TASKS, Task, demo_task
-from .user_data import PREFIX as FILE_PREFIX, FileTask, file_task_from_entry, load_file_task
+from .user_data import PREFIX as FILE_PREFIX
+from .user_data import FileTask, file_task_from_entry, load_file_task
 
 GT10 = (5, 7, 41, 3022, 3481, 3567, 3952, 9956, 125922, 146032)
 LE10 = (

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..errors import CheckpointError
 from .config import ARCHITECTURES, SIZES, ModelConfig
 from .equitabpfn import EquiTabPFN
 from .tabpfn_star import TabPFNStar
@@ -28,10 +29,6 @@ FORMAT = "equibench-checkpoint"
 FORMAT_VERSION = 1
 _MODEL_CLASSES = {"equitabpfn": EquiTabPFN, "tabpfn-star": TabPFNStar}
 _WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is missing, corrupt, or does not match its own description."""
 
 
 @dataclass

@@ -6,21 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import TooManyClassesError
 from .config import ModelConfig
 from .layers import DatapointAttentionBlock, missing_indicator_features
-
-
-class TooManyClassesError(ValueError):
-    """Raised when TabPFN* is asked for more classes than its fixed output layer has."""
-
-    @classmethod
-    def for_counts(cls, max_classes: int, n_classes: int) -> TooManyClassesError:
-        return cls(
-            f"TabPFN* has {max_classes} output classes but the data has {n_classes}. Use "
-            "EquiTabPFNClassifier, which handles any number of classes, or wrap TabPFN* in an "
-            "error-correcting output code (ECOC) ensemble: "
-            "equibench.baselines.ecoc.ECOCClassifier(TabPFNStarClassifier())."
-        )
 
 
 class TabPFNStar(nn.Module):

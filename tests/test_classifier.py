@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse
+from equibench.model import CheckpointError, TooManyClassesError
+from make_fixtures import CHECKPOINTS, GOLDEN, golden_predictions
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
-from equibench.model import CheckpointError, TooManyClassesError
 from equibench.preprocessing import ensemble_members
-from make_fixtures import CHECKPOINTS, GOLDEN, golden_predictions
 
 EQUI = str(CHECKPOINTS["equitabpfn"])
 STAR = str(CHECKPOINTS["tabpfn-star"])

@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from equibench.model import CheckpointError
+from make_fixtures import CHECKPOINTS
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import check_methods_subset_invariance
 
 from equibench import EquiTabPFNClassifier, PretrainingLimitWarning, TabPFNStarClassifier
 from equibench.classifier import resolve_precision
 from equibench.fit_state import FitStateError
-from equibench.model import CheckpointError
-from make_fixtures import CHECKPOINTS
 
 EQUI = CHECKPOINTS["equitabpfn"]
 STAR = CHECKPOINTS["tabpfn-star"]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from equibench.baselines.ecoc import ECOCClassifier, draw_codebook, min_hamming_distance
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
-
-from equibench.baselines.ecoc import ECOCClassifier, draw_codebook, min_hamming_distance
 
 
 class _AtMostTen(LogisticRegression):
@@ -88,8 +87,9 @@ def test_bad_parameters(params, message):
 
 
 def test_tabpfn_star_beyond_ten_classes_through_ecoc():
-    from equibench import TabPFNStarClassifier
     from make_fixtures import CHECKPOINTS
+
+    from equibench import TabPFNStarClassifier
 
     X, y = _problem(n_classes=12, n_samples=240)
     star = TabPFNStarClassifier(checkpoint=CHECKPOINTS["tabpfn-star"], n_estimators=1, device="cpu", random_state=0)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from equibench.model import load_checkpoint
 from typer.testing import CliRunner
 
 from equibench.cli import app
@@ -22,7 +23,6 @@ from equibench.equivariance import (
     prior_datasets,
     toy_predictions,
 )
-from equibench.model import load_checkpoint
 
 DATA = Path(__file__).parent / "data"
 TINY = (DATA / "tiny-equitabpfn.pt", DATA / "tiny-tabpfn-star.pt")

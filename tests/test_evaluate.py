@@ -17,17 +17,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from equibench.baselines import knn as knn_module
+from equibench.baselines.knn import KNNMethod
+from equibench.model import default_checkpoint
 from sklearn.metrics import accuracy_score, f1_score, log_loss, roc_auc_score
 from threadpoolctl import threadpool_limits
 from typer.testing import CliRunner
 
-from equibench.baselines import knn as knn_module
-from equibench.baselines.knn import KNNMethod
-from equibench.cli import app
 from equibench.backends import LocalBackend
+from equibench.cli import app
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.metrics import cell_metrics
-from equibench.model import default_checkpoint
 from equibench.suites import load_suite
 from equibench.tabzilla import TabZillaPreprocessor
 

@@ -11,16 +11,16 @@ import sys
 import numpy as np
 import pytest
 import torch
+from equibench.model import build_model, load_checkpoint, size_config
 from typer.testing import CliRunner
 
 import equibench.pretrain as pretrain_module
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.cli import app
-from equibench.model import build_model, load_checkpoint, size_config
 from equibench.optim import build_optimizer, decay_start, evaluation_weights, lr_factor, wsd_factor
 from equibench.pretrain import TrainConfig, pretrain
-from equibench.training_curves import read_lineage
 from equibench.prior import PriorConfig, sample_batch
+from equibench.training_curves import read_lineage
 from equibench.validation import forward_batch, masked_test_loss
 
 PRIOR = PriorConfig(rows=96)
