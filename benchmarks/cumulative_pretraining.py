@@ -1,0 +1,116 @@
+"""The cumulative pretraining run: the chosen recipe, continued slice by slice across sessions.
+
+Each slice resumes the run where the last one stopped, from the training state committed in
+``results/pretraining/<arch>/`` (weights, optimiser state, RNG states, log), so a fresh clone
+of the repository continues it exactly:
+
+    python benchmarks/cumulative_pretraining.py continue --arch equitabpfn --minutes 150
+    python benchmarks/cumulative_pretraining.py continue --arch tabpfn-star --until-step STEP
+    python benchmarks/cumulative_pretraining.py score --arch equitabpfn --openml-cache DIR
+    python benchmarks/cumulative_pretraining.py status
+
+The recipe uses schedule-free AdamW, which has no horizon: ``--steps`` is only an upper
+bound that each slice raises (``equibench pretrain --resume`` allows it for schedule-free),
+and ``--time-limit`` ends the slice, checkpointed. Both architectures share every setting
+(prior, datasets per step, rows, seed); ``--until-step`` brings TabPFN* to the step that
+EquiTabPFN reached, so the two stay on identical budgets. ``score`` appends the scores of
+the current weights, on the recipe study's scale (benchmarks/recipe_study.py), to
+``scores.jsonl`` beside the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from recipe_study import score
+
+#: The chosen recipe (docs/PRETRAINING.md, "Recipe study"): every ``equibench pretrain`` option
+#: except the architecture, the output folder, the step bound and the slice's time limit.
+RECIPE = [
+    "--size", "small", "--batch-size", "8", "--rows", "256", "--seed", "0",
+    "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--schedule", "schedule-free",
+    "--nan-prob", "0.3", "--tree-fraction", "0.3",
+    "--device", "cpu", "--no-progress", "--checkpoint-every", "50",
+    "--validate-every", "500", "--validation-batches", "8",
+]
+ARCHS = ("equitabpfn", "tabpfn-star")
+#: How far one slice may go at most; the time limit normally ends it first.
+_SLICE_STEPS = 100_000
+
+
+def run_dir(root: Path, arch: str) -> Path:
+    return root / arch
+
+
+def steps_done(folder: Path) -> int:
+    """The last step whose state is saved (0 before the first slice)."""
+    log = folder / "log.jsonl"
+    if not (folder / "train_state.pt").exists() or not log.exists():
+        return 0
+    import torch
+
+    return int(torch.load(folder / "train_state.pt", map_location="cpu", weights_only=False)["step"])
+
+
+def continue_run(root: Path, arch: str, minutes: float | None, until_step: int | None) -> None:
+    """Run one slice: resume ``arch``'s run (or start it) until ``until_step`` or the time limit."""
+    folder = run_dir(root, arch)
+    done = steps_done(folder)
+    target = until_step if until_step is not None else done + _SLICE_STEPS
+    if target <= done:
+        print(f"{arch}: already at step {done} (asked for {target}); nothing to do", flush=True)
+        return
+    command = ["equibench", "pretrain", "--arch", arch, *RECIPE, "--out", str(folder), "--steps", str(target)]
+    if minutes is not None:
+        command += ["--time-limit", str(minutes)]
+    if done:
+        command.append("--resume")
+    print(" ".join(command), flush=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    subprocess.run(command, check=True, env=env)
+
+
+def score_run(root: Path, arch: str, openml_cache: Path | None) -> dict:
+    """Score the run's current evaluation weights and append them to ``scores.jsonl``."""
+    folder = run_dir(root, arch)
+    result = {"arch": arch, "step": steps_done(folder), **score(folder / "model.pt", openml_cache)}
+    with open(folder / "scores.jsonl", "a") as handle:
+        handle.write(json.dumps(result) + "\n")
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path("results/pretraining"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    go = sub.add_parser("continue", help="run one slice of the cumulative run")
+    go.add_argument("--arch", choices=ARCHS, required=True)
+    go.add_argument("--minutes", type=float, help="wall minutes of this slice (checkpointed when it ends)")
+    go.add_argument("--until-step", type=int, help="stop at this step (default: only the time limit)")
+    rate = sub.add_parser("score", help="score the current weights (recipe study scale)")
+    rate.add_argument("--arch", choices=ARCHS, required=True)
+    rate.add_argument("--openml-cache", type=Path)
+    rate.add_argument("--work", type=Path, default=Path("runs/cumulative"), help="scratch folder")
+    sub.add_parser("status", help="steps done per architecture")
+    args = parser.parse_args()
+    if args.command == "continue":
+        continue_run(args.root, args.arch, args.minutes, args.until_step)
+    elif args.command == "score":
+        cache = None
+        if args.openml_cache:
+            from equibench.openml_data import working_cache
+
+            cache = working_cache(args.openml_cache, args.work / "openml-cache")
+        score_run(args.root, args.arch, cache)
+    else:
+        for arch in ARCHS:
+            print(f"{arch}: step {steps_done(run_dir(args.root, arch))}")
+
+
+if __name__ == "__main__":
+    main()
