@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .atomic_files import atomic_write_text
 
 MANIFEST = "equibench-download.json"
 
@@ -26,22 +27,6 @@ def file_digest(path: str | os.PathLike) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``
-    (kept here rather than reused from results_store, which imports torch)."""
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @dataclass
@@ -64,7 +49,7 @@ class Manifest:
             ) from None
 
     def save(self) -> None:
-        _atomic_write_text(self.path, json.dumps({"files": self.files, "tasks": self.tasks}, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(self.path, json.dumps({"files": self.files, "tasks": self.tasks}, indent=1, sort_keys=True) + "\n")
 
     def record_file(self, name: str, path: Path) -> None:
         self.files[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}

@@ -22,6 +22,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 from torch import nn
 
+from .devices import resolve_device, resolve_precision
 from .frames import as_pandas
 from .model import CheckpointError, TooManyClassesError, default_checkpoint, load_checkpoint
 from .model.checkpoint import packaged_checkpoint_dir, packaged_checkpoints
@@ -34,8 +35,6 @@ from .preprocessing import (
     ensemble_members,
 )
 
-#: Values of ``inference_precision`` given by name (torch dtypes are accepted too).
-PRECISIONS = ("auto", "autocast", "float32", "float64", "bfloat16", "float16")
 #: ``fit_mode``: "low_memory" runs the whole network per test batch; "fit_with_cache"
 #: runs the train side once at fit and keeps its keys/values for every later predict.
 FIT_MODES = ("low_memory", "fit_with_cache")
@@ -102,19 +101,6 @@ def model_from_reference(reference: dict) -> tuple[nn.Module, Path]:
     return model, path
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` picks CUDA when present, else CPU; anything else goes to torch.device."""
-    if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from error
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was requested but CUDA is not available; use device='cpu'")
-    return resolved
-
-
 def _check_labels_present(y: np.ndarray) -> None:
     """Refuse missing labels (None or NaN) with the rows that have them."""
     missing = pd.isna(y)
@@ -124,28 +110,6 @@ def _check_labels_present(y: np.ndarray) -> None:
             f"y has {len(rows)} missing labels (None or NaN), e.g. at rows {rows[:5].tolist()}; drop those rows or "
             "give them a class"
         )
-
-
-def resolve_precision(precision, device: torch.device) -> tuple[torch.dtype, torch.dtype | None]:
-    """``(dtype of weights and inputs, autocast dtype or None)`` for an ``inference_precision``.
-
-    "auto": bfloat16 autocast on CUDA devices that support it, float32 otherwise;
-    "autocast": bfloat16 autocast on any device; a dtype (or its name): weights and
-    inputs in that dtype, no autocast.
-    """
-    if isinstance(precision, str) and precision in PRECISIONS:
-        if precision == "auto":
-            cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-            return torch.float32, torch.bfloat16 if cuda_bf16 else None
-        if precision == "autocast":
-            return torch.float32, torch.bfloat16
-        precision = getattr(torch, precision)
-    if isinstance(precision, torch.dtype) and precision.is_floating_point:
-        return precision, None
-    raise ValueError(
-        f"inference_precision must be one of {', '.join(map(repr, PRECISIONS))} or a floating-point torch dtype, "
-        f"got {precision!r}"
-    )
 
 
 class _PFNClassifier(ClassifierMixin, BaseEstimator):

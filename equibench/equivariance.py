@@ -35,7 +35,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .classifier import EquiTabPFNClassifier, TabPFNStarClassifier, resolve_device
+from .classifier import EquiTabPFNClassifier, TabPFNStarClassifier
+from .devices import resolve_device
 from .model import default_checkpoint, load_checkpoint
 from .prior import PriorConfig, sample_batch
 

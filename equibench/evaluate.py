@@ -28,13 +28,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from .atomic_files import atomic_write_text
 from .backends import CellBackend, LocalBackend
 from .baselines.registry import METHODS, method_spec
 from .cells import Cell, CellContext, CellOutcome, failed_row
 from .machine import cpu_name
 from .model import default_checkpoint, read_card
 from .outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
-from .results_store import ResultsStore, atomic_write_text
+from .results_store import ResultsStore
 from .suites import Suite, load_suite, load_task
 
 MANIFEST = "manifest.json"

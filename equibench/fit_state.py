@@ -19,8 +19,8 @@ import torch
 from sklearn.preprocessing import OrdinalEncoder, QuantileTransformer
 
 from ._version import __version__
+from .atomic_files import atomic_write
 from .errors import FitStateError
-from .model.checkpoint import atomic_write
 from .preprocessing import MemberSpec, MemberTransform, TableEncoder
 
 FORMAT = "equibench-fit-state"
@@ -120,7 +120,8 @@ def _read(path: Path) -> tuple[dict, dict]:
 
 def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | None = None):
     """A fitted ``cls`` from ``path``; see ``_PFNClassifier.load_from_fit_state``."""
-    from .classifier import model_from_reference, resolve_device
+    from .classifier import model_from_reference
+    from .devices import resolve_device
 
     path = Path(path)
     header, arrays = _read(path)

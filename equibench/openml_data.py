@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .atomic_files import atomic_write
 from .errors import TaskUnavailableError
-from .model.checkpoint import atomic_write
 from .tasks import Task
 
 

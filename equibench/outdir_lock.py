@@ -19,8 +19,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from .atomic_files import atomic_write
 from .errors import FolderInUseError
-from .model.checkpoint import atomic_write
 
 LOCK_FILE = ".equibench.lock"
 HOLDER_FILE = ".equibench.lock.json"

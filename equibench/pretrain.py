@@ -33,7 +33,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from torch import nn
 
 from . import __version__
-from .classifier import resolve_device
+from .devices import resolve_device
 from .errors import NonFiniteLossError
 from .machine import hardware_description
 from .model import SIZES, ModelCard, build_model, load_checkpoint, save_checkpoint, size_config

@@ -23,8 +23,9 @@ import pandas as pd
 
 from . import report_figures as figures
 from . import report_tables as tables
+from .atomic_files import atomic_write_text
 from .outdir_lock import locked_folder
-from .results_store import atomic_write_text, read_cells, results_table
+from .results_store import read_cells, results_table
 
 REQUIRED_COLUMNS = ["suite", "task_id", "fold", "method", "variant", "status", "reason", "accuracy", "auc", "f1",
                     "time_fit_s", "time_predict_s"]

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .model.checkpoint import atomic_write
+from .atomic_files import atomic_write, atomic_write_text
 
 COLUMNS = [
     "suite", "task_id", "dataset", "fold", "method", "variant", "status", "reason",
@@ -38,10 +38,6 @@ REQUIRED_KEYS = ("suite", "task_id", "fold", "method", "variant", "status")
 #: folder -> the names of the files the store writes there (temporary copies: ".<name>.XXXXXXXX.tmp")
 _OWN_FILES = {"": r"results\.csv|manifest\.json", "cells": r".+\.json", "probas": r".+\.npz", "tracebacks": r".+\.txt"}
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 class ResultsStore:

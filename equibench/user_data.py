@@ -138,9 +138,9 @@ def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "f
     import pandas as pd
     import yaml
 
+    from .atomic_files import atomic_write_text
     from .evaluate import EvaluateConfig, evaluate
     from .frames import as_pandas
-    from .results_store import atomic_write_text
 
     frame = as_pandas(frame)
     if not isinstance(frame, pd.DataFrame):
@@ -159,7 +159,7 @@ def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "f
         )
     data_path.parent.mkdir(parents=True, exist_ok=True)
     if not data_path.exists():
-        from .model.checkpoint import atomic_write
+        from .atomic_files import atomic_write
 
         atomic_write(data_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
     entry = {"file": f"data/{name}.parquet", "target": target, "name": name}

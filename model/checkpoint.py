@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..atomic_files import atomic_write
 from ..errors import CheckpointError
 from .config import ARCHITECTURES, SIZES, ModelConfig
 from .equitabpfn import EquiTabPFN
@@ -93,23 +93,6 @@ def save_checkpoint(
         "weights_dtype": weights_dtype,
     }
     return atomic_torch_save(payload, path)
-
-
-def atomic_write(path: str | os.PathLike, write) -> Path:
-    """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it to
-    ``path``: a reader (or a process killed mid-write) never sees a partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600 files
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
 
 
 def atomic_torch_save(payload, path: str | os.PathLike) -> Path:

@@ -19,7 +19,7 @@ from sklearn.base import clone
 from sklearn.utils.estimator_checks import check_methods_subset_invariance
 
 from equibench import EquiTabPFNClassifier, PretrainingLimitWarning, TabPFNStarClassifier
-from equibench.classifier import resolve_precision
+from equibench.devices import resolve_precision
 from equibench.fit_state import FitStateError
 
 EQUI = CHECKPOINTS["equitabpfn"]
