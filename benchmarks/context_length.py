@@ -20,7 +20,7 @@ import torch
 from equibench.model import default_checkpoint, load_checkpoint
 
 from equibench.prior import PriorBatch, PriorConfig, sample_batch
-from equibench.validation import prior_metrics
+from equibench.pretrain import prior_metrics
 
 #: Seed of the evaluation datasets, independent of any training seed.
 DATASET_SEED = 20_261_123

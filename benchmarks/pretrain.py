@@ -22,7 +22,7 @@ from equibench.model import build_model, count_parameters, size_config
 
 from equibench.machine import hardware_description
 from equibench.prior import PriorConfig, sample_batch
-from equibench.validation import forward_batch, masked_test_loss
+from equibench.pretrain import forward_batch, masked_test_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -33,7 +33,7 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.openml_data import load_task, working_cache
 from equibench.preprocessing import FEATURE_TRANSFORMS
-from equibench.validation import BUNDLED_DATASETS
+from equibench.pretrain import BUNDLED_DATASETS
 
 
 def standardised(estimator, categorical: np.ndarray | None = None):

@@ -158,7 +158,7 @@ def score(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
     from equibench.model import load_checkpoint
 
     from equibench.prior import PriorConfig
-    from equibench.validation import bundled_accuracy, prior_metrics, validation_prior_batches
+    from equibench.pretrain import bundled_accuracy, prior_metrics, validation_prior_batches
 
     model, _ = load_checkpoint(checkpoint)
     model.eval()

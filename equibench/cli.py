@@ -306,7 +306,7 @@ def curves(
     smoothing: Annotated[int, typer.Option(help="Moving-average window of the training loss (steps).")] = 50,
 ) -> None:
     """Training curves (loss, validation accuracies vs step) of one or more pretraining runs."""
-    from .training_curves import plot_training_curves
+    from .pretrain import plot_training_curves
 
     try:
         path = plot_training_curves({run.name: run for run in runs}, out, smoothing=smoothing)

@@ -95,7 +95,7 @@ def test_help_and_listing_commands_import_no_heavy_module(tmp_path):
 def test_cli_size_and_schedule_names_match_the_library():
     from equibench.model import SIZES
 
-    from equibench.optim import SCHEDULES
+    from equibench.pretrain import SCHEDULES
 
     assert tuple(SIZES) == SIZE_NAMES
     assert SCHEDULES == SCHEDULE_NAMES

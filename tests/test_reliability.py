@@ -24,7 +24,7 @@ from equibench.baselines import knn as knn_module
 from equibench.model import CheckpointError, load_checkpoint, save_checkpoint
 from typer.testing import CliRunner
 
-import equibench.pretrain as pretrain_module
+import equibench.pretrain.loss as pretrain_module
 from equibench import EquiTabPFNClassifier
 from equibench.cli import app
 from equibench.evaluate import EvaluateConfig, evaluate

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .pretrain import CONFIG_FILE, LOG_FILE
+from ..errors import InvalidInputError
+from .run_dir import CONFIG_FILE, LOG_FILE
 
 
 def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -27,10 +28,10 @@ def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
         except ValueError as error:
             if number == len(lines):  # the last line, torn by a kill mid-write
                 break
-            raise ValueError(f"{str(path)!r} line {number} is damaged ({error}); fix or delete that line") from None
+            raise InvalidInputError(f"{str(path)!r} line {number} is damaged ({error}); fix or delete that line") from None
         records.append(record)
     if not records:
-        raise ValueError(f"{str(path)!r} holds no step records yet: train for a step first")
+        raise InvalidInputError(f"{str(path)!r} holds no step records yet: train for a step first")
     frame = pd.DataFrame(records)
     steps = frame[frame["kind"] == "step"].dropna(axis=1, how="all")
     validations = frame[frame["kind"] == "validation"].dropna(axis=1, how="all")
@@ -38,7 +39,7 @@ def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _parent_run(run_dir: Path) -> Path | None:
-    """The run whose weights ``run_dir`` started from (``pretrain --init-from``), if its log is here."""
+    """The run whose weights ``run_dir`` started from (``init_from``), if its log is there."""
     config = run_dir / CONFIG_FILE
     init_from = json.loads(config.read_text())["train"].get("init_from") if config.is_file() else None
     if init_from is None:
@@ -48,7 +49,7 @@ def _parent_run(run_dir: Path) -> Path | None:
 
 
 def read_lineage(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
-    """Like :func:`read_log`, with the runs it continued (``--init-from``) first: steps count
+    """Like :func:`read_log`, with the runs it continued (``init_from``) first: steps count
     from the first run's start. Also returns the steps where each continuation began (its
     first validation is on its own prior, which may differ from the parent's)."""
     chain = [Path(run_dir)]
@@ -68,16 +69,16 @@ def read_lineage(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame
 def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.PathLike, smoothing: int = 50) -> Path:
     """One figure: training loss (moving average over ``smoothing`` steps) and validation
     prior loss vs step, and validation accuracies (prior and bundled datasets) vs step. A run
-    that continued another (``--init-from``) is drawn from the start of the first, with a
+    that continued another (``init_from``) is drawn from the start of the first, with a
     dotted line where it took over."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
     if Path(out_path).suffix.lower().lstrip(".") not in formats:
-        raise ValueError(f"--out {str(out_path)!r} has no image file extension; use .png, .pdf or .svg")
+        raise InvalidInputError(f"out_path {str(out_path)!r} has no image file extension; use .png, .pdf or .svg")
     if Path(out_path).is_dir():
-        raise ValueError(f"--out {str(out_path)!r} is a folder; pass an image file path such as curves.png")
+        raise InvalidInputError(f"out_path {str(out_path)!r} is a folder; pass an image file path such as curves.png")
     figure = Figure(figsize=(13, 4.5), layout="constrained")
     loss_axes, prior_axes, bundled_axes = figure.subplots(1, 3)
     colours = {label: f"C{index}" for index, label in enumerate(runs)}  # matplotlib's colour cycle

@@ -3,15 +3,18 @@ real datasets (accuracy by stratified cross-validation)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
-import torch.nn.functional as F
 from sklearn import datasets
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 from torch import nn
 
-from .classifier import EquiTabPFNClassifier, TabPFNStarClassifier
-from .prior import PriorBatch, PriorConfig, sample_batch
+from ..classifier import EquiTabPFNClassifier, TabPFNStarClassifier
+from ..prior import PriorBatch, PriorConfig, sample_batch
+from .loss import forward_batch, masked_test_loss
+from .optim import evaluation_weights
 
 #: The bundled real datasets validated on, by loader.
 BUNDLED_DATASETS = {
@@ -22,21 +25,6 @@ BUNDLED_DATASETS = {
 }
 #: Seed of the fixed validation prior datasets, independent of the training seed.
 VALIDATION_PRIOR_SEED = 20_241_122
-
-
-def masked_test_loss(logits: torch.Tensor, y_test: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the test rows of the datasets kept by ``loss_mask``."""
-    # logits: (B, M, K), y_test: (B, M), loss_mask: (B,) -> scalar
-    per_row = F.cross_entropy(logits.float().transpose(1, 2), y_test, reduction="none")  # (B, M)
-    per_dataset = per_row.mean(dim=1)
-    weights = loss_mask.to(per_dataset.dtype)
-    return (per_dataset * weights).sum() / weights.sum().clamp(min=1.0)
-
-
-def forward_batch(model: nn.Module, batch: PriorBatch) -> torch.Tensor:
-    """Logits of the test rows of a prior batch, (B, M, K)."""
-    n = batch.n_train
-    return model(batch.x[:, :n], batch.y[:, :n], batch.x[:, n:], batch.n_classes)
 
 
 def validation_prior_batches(config: PriorConfig, n_batches: int, batch_size: int, device) -> list[PriorBatch]:
@@ -76,3 +64,20 @@ def bundled_accuracy(
     finally:
         model.train(was_training)
     return scores
+
+
+def validation_metrics(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list[PriorBatch],
+                       bundled: bool, device) -> dict[str, float]:
+    """:func:`prior_metrics` on ``batches`` (if any) and, if ``bundled``, :func:`bundled_accuracy`
+    of the weights to ship (``evaluation_weights``), with the ``seconds`` they took."""
+    started = time.perf_counter()
+    model.eval()
+    metrics = {}
+    with evaluation_weights(model, optimizer):
+        if batches:
+            metrics.update(prior_metrics(model, batches))
+        if bundled:
+            metrics.update(bundled_accuracy(model, device=device))
+    model.train()
+    metrics["seconds"] = time.perf_counter() - started
+    return metrics

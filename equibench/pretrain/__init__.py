@@ -1,0 +1,33 @@
+"""Pretraining on the synthetic prior: AdamW with a cosine, warm-up-stable-decay or
+schedule-free learning rate, gradient clipping, cross-entropy on test rows, an optional
+short-to-long curriculum of rows per dataset, periodic validation, atomic resumable
+checkpoints and multi-process data parallelism (launch with ``torchrun``).
+
+Modules, each with one job:
+
+* ``config``: :class:`TrainConfig`, the prior of each step, what a resume may change
+* ``loss``: the masked test-row cross-entropy of a prior batch
+* ``loop``: :func:`~equibench.pretrain.loop.train`, the step loop over a stream of prior batches
+* ``run``: :func:`pretrain`, one invocation of a run around that loop
+* ``run_dir``: the run folder (file names, log, saved state)
+* ``distributed``: torchrun's processes
+* ``optim``: optimisers and learning-rate schedules
+* ``validation``: held-out prior metrics and bundled-dataset accuracy
+* ``curves``: training-curve figures from run folders
+"""
+
+from ..errors import NonFiniteLossError
+from .config import TrainConfig, prior_at
+from .curves import plot_training_curves, read_lineage, read_log
+from .loss import batch_loss, forward_batch, masked_test_loss
+from .optim import SCHEDULES, build_optimizer, current_lr, evaluation_weights
+from .run import PretrainOutcome, pretrain
+from .run_dir import CONFIG_FILE, LOG_FILE, MODEL_FILE, STATE_FILE
+from .validation import BUNDLED_DATASETS, bundled_accuracy, prior_metrics, validation_prior_batches
+
+__all__ = [
+    "BUNDLED_DATASETS", "CONFIG_FILE", "LOG_FILE", "MODEL_FILE", "NonFiniteLossError", "PretrainOutcome", "SCHEDULES",
+    "STATE_FILE", "TrainConfig", "batch_loss", "build_optimizer", "bundled_accuracy", "current_lr",
+    "evaluation_weights", "forward_batch", "masked_test_loss", "plot_training_curves", "pretrain", "prior_at",
+    "prior_metrics", "read_lineage", "read_log", "validation_prior_batches",
+]

@@ -1,0 +1,124 @@
+"""The settings of a pretraining run: :class:`TrainConfig`, the prior of each step (rows
+curriculum), the run description saved as config.json, and which changes a resume allows."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from ..errors import InvalidInputError
+from ..model import SIZES, size_config
+from ..prior import PriorConfig
+from .optim import SCHEDULES, extendable_to
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a pretraining run besides the prior."""
+
+    arch: str = "equitabpfn"
+    size: str = "small"
+    steps: int = 1000
+    batch_size: int = 8  # datasets per micro-batch and process
+    grad_accumulation: int = 1
+    lr: float = 1e-4
+    warmup_steps: int = 100
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    adam_beta2: float = 0.999
+    schedule: str = "cosine"  # one of SCHEDULES
+    decay_fraction: float = 0.2  # wsd: share of the steps in the final cool-down
+    #: short-to-long curriculum: ((first_step, rows), ...); before the first entry the
+    #: prior's own ``rows``
+    rows_curriculum: tuple = ()
+    seed: int = 0
+    device: str = "auto"
+    amp: bool | None = None  # None: bf16 autocast on CUDA, off on CPU
+    checkpoint_every: int = 100
+    validate_every: int = 200
+    validation_batches: int = 8
+    bundled_validation: bool = True
+    model_overrides: dict = field(default_factory=dict)  # fields of ModelConfig to change
+    init_from: str | None = None  # checkpoint whose weights start the run (continued pretraining)
+
+    def __post_init__(self) -> None:
+        if self.arch not in ("equitabpfn", "tabpfn-star"):
+            raise InvalidInputError(f"arch must be 'equitabpfn' or 'tabpfn-star', got {self.arch!r}")
+        if self.size not in SIZES:
+            raise InvalidInputError(f"size must be one of {list(SIZES)}, got {self.size!r}")
+        for name in ("steps", "batch_size", "grad_accumulation", "checkpoint_every", "validate_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("lr", "weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
+        if self.warmup_steps < 0 or self.validation_batches < 0:
+            raise InvalidInputError("warmup_steps and validation_batches must be >= 0")
+        if not self.lr > 0 or not self.grad_clip > 0 or self.weight_decay < 0:
+            raise InvalidInputError("lr and grad_clip must be > 0 and weight_decay >= 0")
+        if not 0.0 < self.adam_beta2 < 1.0:
+            raise InvalidInputError(f"adam_beta2 must be in (0, 1), got {self.adam_beta2!r}")
+        if self.schedule not in SCHEDULES:
+            raise InvalidInputError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if not 0.0 < self.decay_fraction <= 1.0:
+            raise InvalidInputError(f"decay_fraction must be in (0, 1], got {self.decay_fraction!r}")
+        curriculum = tuple(tuple(entry) for entry in self.rows_curriculum)
+        object.__setattr__(self, "rows_curriculum", curriculum)
+        steps = [entry[0] for entry in curriculum]
+        if (any(len(entry) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in entry)
+                for entry in curriculum) or steps != sorted(set(steps))):
+            raise InvalidInputError(
+                "rows_curriculum must be (first_step, rows) pairs of positive integers with increasing "
+                f"steps, got {self.rows_curriculum!r}"
+            )
+        size_config(self.size, **self.model_overrides)  # validates the overrides
+
+
+def prior_at(step: int, prior: PriorConfig, curriculum: tuple) -> PriorConfig:
+    """The prior of ``step`` (1-based): ``prior`` with the rows of the curriculum entry in force."""
+    rows = prior.rows
+    for first_step, entry_rows in curriculum:
+        if step >= first_step:
+            rows = entry_rows
+    return prior if rows == prior.rows else dataclasses.replace(prior, rows=rows)
+
+
+def describe_run(config: TrainConfig, prior: PriorConfig, world_size: int) -> dict:
+    """The run's settings as plain data (config.json, and the ``run`` of its saved state);
+    checks that every prior of the rows curriculum is valid."""
+    for first_step, _ in config.rows_curriculum:
+        prior_at(first_step, prior, config.rows_curriculum)
+    return {
+        "train": dataclasses.asdict(config),
+        "prior": prior.to_dict(),
+        "model": size_config(config.size, **config.model_overrides).to_dict(),
+        "world_size": world_size,
+    }
+
+
+#: Defaults of settings added after runs were saved (a saved run without them used these).
+_DEFAULTS = {
+    "train": {"adam_beta2": 0.999, "schedule": "cosine", "decay_fraction": 0.2, "rows_curriculum": ()},
+    "model": {"norm_first": False, "qk_norm": False},
+}
+#: Settings that do not change the training trajectory and may differ on resume.
+_FREE_ON_RESUME = {"device", "checkpoint_every", "validate_every", "validation_batches", "bundled_validation"}
+
+
+def changed_settings(saved: dict, current: dict, config: TrainConfig, done_steps: int) -> list[str]:
+    """The settings of ``current`` (a :func:`describe_run`) that would make a resumed run differ
+    from ``saved``. The step count may grow where the schedule allows it (``extendable_to``)."""
+    free = set(_FREE_ON_RESUME)
+    if extendable_to(config, saved["train"]["steps"], done_steps):
+        free.add("steps")
+    changed = [
+        f"{section}.{key}"
+        for section in ("train", "prior", "model")
+        for key in sorted(set(saved[section]) | set(current[section]))
+        if saved[section].get(key, _DEFAULTS.get(section, {}).get(key)) != current[section].get(key)
+        and not (section == "train" and key in free)
+    ]
+    return changed + (["world_size"] if saved["world_size"] != current["world_size"] else [])

@@ -1,0 +1,239 @@
+"""One invocation of a pretraining run: :func:`pretrain` sets up (or resumes) the run in its
+folder, then trains with a per-step callback that logs, validates, checkpoints and stops at
+the time limit."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import shlex
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from torch import nn
+
+from .. import __version__
+from ..devices import resolve_device
+from ..errors import InvalidInputError, NonFiniteLossError
+from ..machine import hardware_description
+from ..model import ModelCard, build_model, load_checkpoint, size_config
+from ..prior import PriorConfig
+from . import run_dir
+from .config import TrainConfig, changed_settings, describe_run
+from .distributed import Distributed
+from .loop import Counters, prior_batches, train
+from .optim import build_optimizer, current_lr
+from .validation import validation_metrics, validation_prior_batches
+
+
+class PretrainOutcome(NamedTuple):
+    model_path: Path  # model.pt of the last checkpoint
+    step: int  # the step it holds
+    steps: int  # the run's total
+
+    @property
+    def finished(self) -> bool:
+        return self.step >= self.steps
+
+
+def pretrain(
+    config: TrainConfig,
+    prior: PriorConfig,
+    out_dir: str | os.PathLike,
+    resume: bool = False,
+    progress: bool = True,
+    time_limit_s: float | None = None,
+    overwrite: bool = False,
+) -> PretrainOutcome:
+    """Train (or resume) a model on the prior, in the run folder ``out_dir`` (``run_dir``).
+
+    ``time_limit_s`` stops this invocation early, checkpointed, before a step would end past
+    the limit (at the mean pace of its steps so far); ``resume=True`` continues exactly.
+    With ``config.init_from`` the run starts from that checkpoint's weights (fresh optimizer
+    and schedule); the model card then counts steps, datasets and time over both runs and
+    keeps the earlier run's command under ``training["initialised_from"]``.
+
+    A new run (no ``resume``) refuses an ``out_dir`` holding any of its files unless
+    ``overwrite``. A NaN or infinite loss (or weights) stops the run with NonFiniteLossError,
+    keeping the last finite checkpoint."""
+    if time_limit_s is not None and not time_limit_s >= 0:
+        raise InvalidInputError(f"time_limit_s must be a non-negative number of seconds, got {time_limit_s!r}")
+    out_dir = Path(out_dir)
+    device = resolve_device(config.device)
+    ddp = Distributed(device)
+    description = describe_run(config, prior, ddp.world_size)
+    state = _resumable_state(out_dir, description, config) if resume else None
+    if state is None and ddp.is_main:  # alone: another rank could see files rank 0 has just written
+        run_dir.check_fresh(out_dir, overwrite)
+
+    torch.manual_seed(config.seed)
+    model = build_model(config.arch, size_config(config.size, **config.model_overrides)).to(ddp.device)
+    optimizer, scheduler = build_optimizer(model, config, ddp.device)
+    generator = torch.Generator(device=ddp.device).manual_seed(config.seed * 1_000_003 + ddp.rank)
+    lineage = None
+    if config.init_from is not None:
+        initial_weights, lineage = _initial_weights(config, model)
+        if state is None:
+            model.load_state_dict(initial_weights)
+    run = _Run(config, prior, out_dir, ddp, model, optimizer, scheduler, generator, description, lineage,
+               amp=device.type == "cuda" if config.amp is None else config.amp, time_limit_s=time_limit_s)
+    if state is not None:
+        run.restore(state)
+    if ddp.is_main:
+        if config.validation_batches:
+            run.validation_batches = validation_prior_batches(prior, config.validation_batches, config.batch_size,
+                                                              ddp.device)
+        run_dir.start(out_dir, description, None if state is None else run.counters.step)
+    autocast = torch.autocast(device_type=ddp.device.type, dtype=torch.bfloat16) if run.amp else nullcontext()
+    batches = prior_batches(prior, config, generator, ddp.device, run.counters.step + 1)
+    with run.progress_bar(enabled=progress and ddp.is_main):
+        run.start()
+        train(model, optimizer, scheduler, batches, config, run.counters, run.on_step, ddp, autocast)
+    ddp.barrier()
+    ddp.close()
+    return PretrainOutcome(out_dir / run_dir.MODEL_FILE, run.counters.step, config.steps)
+
+
+def _resumable_state(out_dir: Path, description: dict, config: TrainConfig) -> dict:
+    """The saved state of the run in ``out_dir``, refused if this run's settings differ from it."""
+    state = run_dir.load_state(out_dir)
+    changed = changed_settings(state["run"], description, config, state["step"])
+    if changed:
+        raise InvalidInputError(
+            f"cannot resume {str(out_dir)!r}: the settings differ from the saved run in {changed}; use the "
+            "saved settings (its config.json), or a new out_dir"
+        )
+    return state
+
+
+def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]:
+    """Weights and lineage (``{"checkpoint", "steps", "datasets_seen", "wall_time_s", "command",
+    "training"}``) of ``config.init_from``, checked against the model this run builds."""
+    source, card = load_checkpoint(config.init_from)
+    if source.arch != model.arch or source.config != model.config:
+        raise InvalidInputError(
+            f"init_from {config.init_from!r} holds a {source.arch} model with {source.config}, but this run "
+            f"trains a {model.arch} model with {model.config}; use the same arch, size and model_overrides"
+        )
+    lineage = {
+        "checkpoint": str(config.init_from), "steps": card.steps, "datasets_seen": card.datasets_seen,
+        "wall_time_s": card.wall_time_s, "command": card.command, "training": card.training,
+    }
+    return source.state_dict(), lineage
+
+
+class _Run:
+    """What one invocation trains and writes; :meth:`on_step` is the training loop's callback.
+    Rank 0 alone logs, validates and writes files."""
+
+    def __init__(self, config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distributed, model: nn.Module,
+                 optimizer, scheduler, generator: torch.Generator, description: dict, lineage: dict | None,
+                 amp: bool, time_limit_s: float | None):
+        self.config, self.prior, self.out_dir, self.ddp = config, prior, out_dir, ddp
+        self.model, self.optimizer, self.scheduler, self.generator = model, optimizer, scheduler, generator
+        self.description, self.lineage, self.amp, self.time_limit_s = description, lineage, amp, time_limit_s
+        self.counters, self.metrics, self.validation_batches = Counters(), {}, []
+        self.command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+
+    def restore(self, state: dict) -> None:
+        """Continue from a saved training state (see :meth:`save`)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.generator.set_state(state["prior_generators"][self.ddp.rank])
+        self.counters = Counters(state["step"], state["datasets_seen"], state["wall_time_s"])
+        self.metrics = state["metrics"]
+
+    def progress_bar(self, enabled: bool) -> Progress:
+        """A progress bar on stderr (stdout stays for results), shown by :meth:`on_step`."""
+        columns = [
+            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TextColumn("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  "
+                       "{task.fields[rate]:.1f} datasets/s  prior {task.fields[prior_share]:.0%}"),
+            TimeElapsedColumn(), TimeRemainingColumn(),
+        ]
+        self.bar = Progress(*columns, console=Console(stderr=True), disable=not enabled)
+        self.task = self.bar.add_task(
+            f"{self.config.arch}-{self.config.size}", total=self.config.steps, completed=self.counters.step,
+            loss=float("nan"), lr=current_lr(self.optimizer, self.scheduler), rate=0.0, prior_share=0.0,
+        )
+        return self.bar
+
+    def start(self) -> None:
+        """Start this invocation's clock; a new run first validates the untrained model (its curves start there)."""
+        self.started, self.start_step = time.perf_counter(), self.counters.step
+        if self.ddp.is_main and self.start_step == 0:
+            self.validate(0)
+
+    def on_step(self, record: dict) -> bool:
+        """After a step: log it, validate and checkpoint on schedule; whether the time limit stops the run here."""
+        step, config = record["step"], self.config
+        if self.ddp.is_main:
+            run_dir.append_log(self.out_dir, record)
+            self.bar.update(self.task, completed=step, loss=record["loss"], lr=record["lr"],
+                            rate=record["datasets_per_s"], prior_share=record["prior_share"])
+            if step % config.validate_every == 0 or step == config.steps:
+                self.validate(step)
+        checkpointed = step % config.checkpoint_every == 0 or step == config.steps
+        if checkpointed:
+            self.save(step)
+        if self.time_limit_s is None or step == config.steps or not self._out_of_time(step):
+            return False
+        if not checkpointed:
+            self.save(step)
+        return True
+
+    def _out_of_time(self, step: int) -> bool:
+        """Whether one more step (at this invocation's mean pace) would end past the limit; every
+        process gets the same answer."""
+        elapsed = time.perf_counter() - self.started
+        return self.ddp.any(elapsed + elapsed / (step - self.start_step) >= self.time_limit_s)
+
+    def validate(self, step: int) -> None:
+        self.metrics = {"step": step, **validation_metrics(
+            self.model, self.optimizer, self.validation_batches, self.config.bundled_validation, self.ddp.device
+        )}
+        self.counters.wall_time_s += self.metrics["seconds"]
+        run_dir.append_log(self.out_dir, {"kind": "validation", **self.metrics})
+
+    def save(self, step: int) -> None:
+        """Checkpoint ``step``: the training state (to resume) and the model with its card."""
+        generators = self.ddp.gather(self.generator.get_state())
+        if not self.ddp.is_main:
+            return
+        if not all(torch.isfinite(tensor).all() for tensor in self.model.state_dict().values()):
+            raise NonFiniteLossError(
+                f"step {step}: the weights are no longer finite (training diverged); nothing was written, the last "
+                f"checkpoint in {str(self.out_dir)!r} is kept: lower lr (now {self.config.lr:g}) and start a new out_dir"
+            )
+        counters = self.counters
+        state = {
+            "run": self.description, "step": step, "datasets_seen": counters.datasets_seen,
+            "wall_time_s": counters.wall_time_s, "metrics": self.metrics, "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "prior_generators": [g.cpu() for g in generators],
+        }
+        run_dir.save(self.out_dir, state, self.model, self.optimizer, self._card(step))
+
+    def _card(self, step: int) -> ModelCard:
+        """The model card of ``step``: steps, datasets and time count from the start of the lineage."""
+        config, counters = self.config, self.counters
+        earlier = self.lineage or {"steps": 0, "datasets_seen": 0, "wall_time_s": 0.0}
+        training = {**dataclasses.asdict(config), "world_size": self.ddp.world_size, "amp": self.amp}
+        if self.lineage is not None:
+            training["initialised_from"] = self.lineage
+        return ModelCard(
+            arch=config.arch, size=config.size, prior=self.prior.to_dict(), training=training,
+            steps=earlier["steps"] + step, datasets_seen=earlier["datasets_seen"] + counters.datasets_seen,
+            wall_time_s=round(earlier["wall_time_s"] + counters.wall_time_s, 1),
+            hardware=f"{self.ddp.world_size} x {hardware_description(self.ddp.device)}", metrics=self.metrics,
+            command=self.command, seed=config.seed, equibench_version=__version__,
+            created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        )

@@ -1,0 +1,110 @@
+"""The run folder of a pretraining run::
+
+    train_state.pt   model, optimizer, scheduler and RNG state (to resume)
+    model.pt         the model in the equibench checkpoint format, with its model card
+    log.jsonl        one record per step ({"kind": "step", ...}) and per validation
+    config.json      the training and prior configuration
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import InvalidInputError
+from ..model import ModelCard, save_checkpoint
+from ..model.checkpoint import atomic_torch_save
+from .optim import evaluation_weights
+
+STATE_FILE = "train_state.pt"
+MODEL_FILE = "model.pt"
+LOG_FILE = "log.jsonl"
+CONFIG_FILE = "config.json"
+RUN_FILES = (STATE_FILE, MODEL_FILE, CONFIG_FILE, LOG_FILE)
+
+
+def check_fresh(out_dir: Path, overwrite: bool) -> None:
+    """A new run never replaces files in ``out_dir`` unless ``overwrite`` says so."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FileExistsError(f"out_dir {str(out_dir)!r} is an existing file, not a folder; choose a folder path")
+    present = [name for name in RUN_FILES if (out_dir / name).exists()]
+    if overwrite or not present:
+        return
+    if STATE_FILE in present:
+        raise FileExistsError(
+            f"{str(out_dir)!r} already holds a training run; pass resume=True to continue it, overwrite=True to "
+            "replace it, or choose a new out_dir"
+        )
+    raise FileExistsError(
+        f"{str(out_dir)!r} already holds {', '.join(present)} (a finished run whose {STATE_FILE} was deleted, or "
+        "another model); choose a new out_dir, or pass overwrite=True to replace them"
+    )
+
+
+def load_state(out_dir: Path) -> dict:
+    """The saved training state of the run in ``out_dir`` (to resume it)."""
+    path = out_dir / STATE_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"resume=True was given but {str(path)!r} does not exist; start with resume=False")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or "run" not in state:
+            raise ValueError("not a training state")
+    except Exception as error:  # torch raises many types for a damaged file
+        raise InvalidInputError(
+            f"{str(path)!r} is unreadable ({type(error).__name__}: {str(error).splitlines()[0][:200]}); it may be "
+            f"truncated: continue from its {MODEL_FILE} with init_from in a new out_dir, or start over with overwrite=True"
+        ) from None
+    return state
+
+
+def start(out_dir: Path, description: dict, resume_step: int | None) -> None:
+    """Prepare ``out_dir`` for this invocation: write config.json; on resume (``resume_step``:
+    the saved step) keep the log lines up to that step, else delete a replaced run's state
+    (it can no longer be resumed) and start an empty log."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if resume_step is None:
+        (out_dir / STATE_FILE).unlink(missing_ok=True)
+    (out_dir / CONFIG_FILE).write_text(json.dumps(description, indent=2) + "\n")
+    kept = [] if resume_step is None else _logged_lines(out_dir / LOG_FILE, resume_step)
+    (out_dir / LOG_FILE).write_text("".join(line + "\n" for line in kept))
+
+
+def _logged_lines(path: Path, up_to_step: int) -> list[str]:
+    """Log lines of the steps already covered by the checkpoint (later ones were lost; a last
+    line torn by a kill is dropped)."""
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line]
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            step = json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError) as error:
+            if number == len(lines):
+                break
+            raise InvalidInputError(
+                f"{str(path)!r} line {number} is damaged ({error}); fix or delete that line, then resume"
+            ) from None
+        if step <= up_to_step:
+            kept.append(line)
+    return kept
+
+
+def append_log(out_dir: Path, record: dict) -> None:
+    """Append ``record`` as a strict-JSON line (non-finite numbers written as null)."""
+    line = json.dumps({k: v if not isinstance(v, float) or math.isfinite(v) else None for k, v in record.items()},
+                      allow_nan=False)
+    with (out_dir / LOG_FILE).open("a") as log:
+        log.write(line + "\n")
+
+
+def save(out_dir: Path, state: dict, model: nn.Module, optimizer: torch.optim.Optimizer, card: ModelCard) -> None:
+    """Write the training ``state`` and the model (its weights to ship) with ``card``, each atomically."""
+    atomic_torch_save(state, out_dir / STATE_FILE)
+    with evaluation_weights(model, optimizer):
+        save_checkpoint(model, out_dir / MODEL_FILE, card)
