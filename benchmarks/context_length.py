@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from equibench.model import default_checkpoint, load_checkpoint
 
-from equibench.prior import PriorBatch, PriorConfig, sample_batch
 from equibench.pretrain import prior_metrics
+from equibench.prior import PriorBatch, PriorConfig, sample_batch
 
 #: Seed of the evaluation datasets, independent of any training seed.
 DATASET_SEED = 20_261_123

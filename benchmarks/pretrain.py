@@ -21,8 +21,8 @@ import torch
 from equibench.model import build_model, count_parameters, size_config
 
 from equibench.machine import hardware_description
-from equibench.prior import PriorConfig, sample_batch
 from equibench.pretrain import forward_batch, masked_test_loss
+from equibench.prior import PriorConfig, sample_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -157,8 +157,8 @@ def score(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
     """Held-out v1-prior loss/accuracy, bundled 5-fold accuracies and study-task accuracies."""
     from equibench.model import load_checkpoint
 
-    from equibench.prior import PriorConfig
     from equibench.pretrain import bundled_accuracy, prior_metrics, validation_prior_batches
+    from equibench.prior import PriorConfig
 
     model, _ = load_checkpoint(checkpoint)
     model.eval()

@@ -20,14 +20,14 @@ from ..errors import NonFiniteLossError
 from .config import TrainConfig, prior_at
 from .curves import plot_training_curves, read_lineage, read_log
 from .loss import batch_loss, forward_batch, masked_test_loss
-from .optim import SCHEDULES, build_optimizer, current_lr, evaluation_weights
+from .optim import SCHEDULES, build_optimizer, evaluation_weights
 from .run import PretrainOutcome, pretrain
 from .run_dir import CONFIG_FILE, LOG_FILE, MODEL_FILE, STATE_FILE
 from .validation import BUNDLED_DATASETS, bundled_accuracy, prior_metrics, validation_prior_batches
 
 __all__ = [
     "BUNDLED_DATASETS", "CONFIG_FILE", "LOG_FILE", "MODEL_FILE", "NonFiniteLossError", "PretrainOutcome", "SCHEDULES",
-    "STATE_FILE", "TrainConfig", "batch_loss", "build_optimizer", "bundled_accuracy", "current_lr",
+    "STATE_FILE", "TrainConfig", "batch_loss", "build_optimizer", "bundled_accuracy",
     "evaluation_weights", "forward_batch", "masked_test_loss", "plot_training_curves", "pretrain", "prior_at",
     "prior_metrics", "read_lineage", "read_log", "validation_prior_batches",
 ]

@@ -1,0 +1,157 @@
+"""pretrain(): exact resume after a kill or a time limit, the model card, continued
+pretraining (init_from), and the `equibench pretrain` and `export` commands."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from equibench.model import load_checkpoint
+from typer.testing import CliRunner
+
+import equibench.pretrain.loop as loop_module
+from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+from equibench.cli import app
+from equibench.pretrain import pretrain
+from equibench.prior import PriorConfig
+
+from .common import PRIOR, log_records, step_losses, tiny_config
+
+#: Recipes whose resume must be exact: the paper's, and the study's options (pre-LN, QK-norm,
+#: beta2, schedule-free or WSD, a rows curriculum, tree targets in the prior).
+RECIPES = {
+    "paper": ({}, PRIOR),
+    "schedule-free": (
+        {"schedule": "schedule-free", "adam_beta2": 0.95, "rows_curriculum": ((4, 64),),
+         "model_overrides": {"norm_first": True, "qk_norm": True}},
+        PriorConfig(rows=96, tree_fraction=0.5),
+    ),
+    "wsd": ({"schedule": "wsd", "decay_fraction": 0.5, "model_overrides": {"norm_first": True}}, PRIOR),
+}
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_resume_continues_exactly(tmp_path, monkeypatch, recipe):
+    changes, prior = RECIPES[recipe]
+
+    def config(**more):
+        return tiny_config(**changes, **more)
+
+    pretrain(config(), prior, tmp_path / "straight", progress=False)
+
+    real_sample = loop_module.sample_batch
+    calls = {"n": 0}
+
+    def dies_during_step_5(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt("simulated kill")
+        return real_sample(*args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "sample_batch", dies_during_step_5)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(), prior, tmp_path / "resumed", progress=False)
+    assert [s for s, _ in step_losses(tmp_path / "resumed")] == [1, 2, 3, 4]  # step 4 is past the checkpoint
+    validations = log_records(tmp_path / "straight")
+    assert [r["step"] for r in validations if r["kind"] == "validation"] == [0, 3, 6]
+    monkeypatch.setattr(loop_module, "sample_batch", real_sample)
+    pretrain(config(), prior, tmp_path / "resumed", resume=True, progress=False)
+
+    assert step_losses(tmp_path / "resumed") == step_losses(tmp_path / "straight")
+    straight, _ = load_checkpoint(tmp_path / "straight" / "model.pt")
+    resumed, card = load_checkpoint(tmp_path / "resumed" / "model.pt")
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
+    assert card.steps == 6 and card.datasets_seen == 18
+
+
+def test_time_limit_stops_checkpointed_and_resume_continues_exactly(tmp_path):
+    straight = pretrain(tiny_config(), PRIOR, tmp_path / "straight", progress=False)
+    assert straight.finished and straight.step == 6
+    # a zero limit stops after the first step, which is not a checkpoint step (every 3)
+    stopped = pretrain(tiny_config(), PRIOR, tmp_path / "limited", progress=False, time_limit_s=0)
+    assert (stopped.step, stopped.steps, stopped.finished) == (1, 6, False)
+    assert torch.load(tmp_path / "limited" / "train_state.pt", weights_only=True)["step"] == 1
+    assert load_checkpoint(stopped.model_path)[1].steps == 1
+    resumed = pretrain(tiny_config(), PRIOR, tmp_path / "limited", resume=True, progress=False, time_limit_s=3600)
+    assert resumed.finished
+    assert step_losses(tmp_path / "limited") == step_losses(tmp_path / "straight")
+    with pytest.raises(ValueError, match="time_limit_s must be a non-negative number"):
+        pretrain(tiny_config(), PRIOR, tmp_path / "bad", progress=False, time_limit_s=-1)
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("arch, classifier", [("equitabpfn", EquiTabPFNClassifier), ("tabpfn-star", TabPFNStarClassifier)])
+def test_checkpoint_to_classifier_round_trip(tmp_path, arch, classifier):
+    path = pretrain(tiny_config(arch=arch, steps=2, bundled_validation=True), PRIOR, tmp_path, progress=False).model_path
+    _, card = load_checkpoint(path)
+    assert card.arch == arch and card.steps == 2 and card.datasets_seen == 6
+    assert card.prior["rows"] == 96 and card.training["lr"] == 1e-3 and card.wall_time_s > 0
+    assert 0 <= card.metrics["iris_accuracy"] <= 1 and "prior_loss" in card.metrics
+    rng = np.random.RandomState(0)
+    X, y = rng.normal(size=(40, 3)), np.arange(40) % 3
+    probabilities = classifier(checkpoint=path, device="cpu").fit(X, y).predict_proba(X)
+    assert probabilities.shape == (40, 3) and np.isfinite(probabilities).all()
+
+
+def test_init_from_continues_from_a_checkpoint(tmp_path):
+    first = pretrain(tiny_config(steps=3), PRIOR, tmp_path / "first", progress=False).model_path
+    source, source_card = load_checkpoint(first)
+    second = pretrain(tiny_config(steps=3, init_from=str(first), seed=1), PRIOR, tmp_path / "second",
+                      progress=False).model_path
+    _, card = load_checkpoint(second)
+    assert card.steps == 6 and card.datasets_seen == 2 * source_card.datasets_seen
+    assert card.training["initialised_from"]["checkpoint"] == str(first)
+    assert card.training["initialised_from"]["steps"] == 3
+    # step 0 of the continued run validates the source weights, not a fresh init
+    start = next(r for r in log_records(tmp_path / "second") if r["kind"] == "validation" and r["step"] == 0)
+    end_of_first = next(r for r in log_records(tmp_path / "first") if r["kind"] == "validation" and r["step"] == 3)
+    assert start["prior_loss"] == pytest.approx(end_of_first["prior_loss"], abs=1e-6)
+
+
+def test_init_from_refuses_a_different_model(tmp_path):
+    first = pretrain(tiny_config(steps=1), PRIOR, tmp_path / "first", progress=False).model_path
+    with pytest.raises(ValueError, match="init_from .* use the same arch, size and model_overrides"):
+        pretrain(tiny_config(steps=1, arch="tabpfn-star", init_from=str(first)), PRIOR, tmp_path / "b", progress=False)
+    assert not (tmp_path / "b" / "log.jsonl").exists()
+
+
+def test_cli_pretrain_and_export(tmp_path):
+    runner = CliRunner()
+    args = ["pretrain", "--out", str(tmp_path / "run"), "--size", "tiny", "--steps", "2", "--batch-size", "2",
+            "--rows", "64", "--device", "cpu", "--no-bundled-validation", "--no-progress", "--arch", "tabpfn",
+            "--nan-prob", "0.5"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, args)  # the same directory again without --resume
+    assert result.exit_code == 2 and "already holds a training run" in result.output
+    limited = [*args[:2], str(tmp_path / "limited"), *args[3:]]
+    result = runner.invoke(app, [*limited, "--time-limit", "0"])
+    assert result.exit_code == 2 and "--time-limit takes a positive number of minutes" in result.output
+    result = runner.invoke(app, [*limited, "--time-limit", "1e-9"])
+    assert result.exit_code == 0 and "stopped by --time-limit at step 1 of 2" in result.output
+    result = runner.invoke(app, [*limited, "--resume"])
+    assert result.exit_code == 0 and "model written to" in result.output
+    result = runner.invoke(app, ["export", str(tmp_path / "run"), "--out", str(tmp_path / "half.pt")])
+    assert result.exit_code == 0, result.output
+    model, card = load_checkpoint(tmp_path / "half.pt")
+    assert card.arch == "tabpfn-star" and card.steps == 2 and card.prior["nan_prob"] == 0.5
+    result = runner.invoke(app, ["export", str(tmp_path / "missing"), "--out", str(tmp_path / "x.pt")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_cli_recipe_options(tmp_path):
+    runner = CliRunner()
+    args = ["pretrain", "--out", str(tmp_path / "run"), "--size", "tiny", "--steps", "3", "--batch-size", "2",
+            "--rows", "64", "--device", "cpu", "--no-bundled-validation", "--no-progress"]
+    recipe = ["--pre-ln", "--qk-norm", "--schedule", "schedule-free", "--adam-beta2", "0.95", "--lr", "3e-3",
+              "--rows-curriculum", "1:48,3:64", "--tree-fraction", "0.3", "--grad-clip", "0.5"]
+    result = runner.invoke(app, [*args, *recipe])
+    assert result.exit_code == 0, result.output
+    model, card = load_checkpoint(tmp_path / "run" / "model.pt")
+    assert model.config.norm_first and model.config.qk_norm and card.prior["tree_fraction"] == 0.3
+    assert card.training["schedule"] == "schedule-free"
+    assert [list(entry) for entry in card.training["rows_curriculum"]] == [[1, 48], [3, 64]]
+    result = runner.invoke(app, [*args[:2], str(tmp_path / "bad"), *args[3:], "--rows-curriculum", "100-128"])
+    assert result.exit_code == 2 and "--rows-curriculum takes 'STEP:ROWS,STEP:ROWS'" in result.output
+    assert not (tmp_path / "bad").exists()

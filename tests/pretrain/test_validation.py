@@ -1,0 +1,31 @@
+"""Validation: fixed held-out prior batches, and metrics of the weights to ship."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from equibench.model import build_model, size_config
+
+from equibench.pretrain.loss import batch_loss
+from equibench.pretrain.optim import build_optimizer
+from equibench.pretrain.validation import prior_metrics, validation_metrics, validation_prior_batches
+
+from .common import PRIOR, tiny_config
+
+
+def test_validation_batches_are_fixed_and_the_metrics_leave_the_training_weights_alone():
+    first, second = (validation_prior_batches(PRIOR, 2, 3, "cpu") for _ in range(2))
+    assert all(torch.equal(a.x, b.x) and torch.equal(a.y, b.y) for a, b in zip(first, second))
+    torch.manual_seed(0)
+    model = build_model("equitabpfn", size_config("tiny"))
+    optimizer, _ = build_optimizer(model, tiny_config(schedule="schedule-free"), torch.device("cpu"))
+    optimizer.zero_grad()
+    batch_loss(model, first[0]).backward()
+    optimizer.step()
+    training = [p.detach().clone() for p in model.parameters()]
+    metrics = validation_metrics(model, optimizer, first, bundled=False, device="cpu")
+    assert list(metrics) == ["prior_loss", "prior_accuracy", "seconds"] and 0 <= metrics["prior_accuracy"] <= 1
+    assert all(torch.equal(p, t) for p, t in zip(model.parameters(), training)) and model.training
+    with torch.no_grad():
+        masked = sum(batch_loss(model, batch).item() for batch in first) / 2
+    assert prior_metrics(model.eval(), first)["prior_loss"] == pytest.approx(masked)
