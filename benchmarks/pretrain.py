@@ -21,7 +21,7 @@ import torch
 from equibench.model import build_model, count_parameters, size_config
 
 from equibench.machine import hardware_description
-from equibench.pretrain import forward_batch, masked_test_loss
+from equibench.pretrain import batch_loss
 from equibench.prior import PriorConfig, sample_batch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def training_rate(arch: str, size: str, batches: list, seconds: float, device: t
     def step(batch) -> None:
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            loss = masked_test_loss(forward_batch(model, batch), batch.y[:, batch.n_train:], batch.loss_mask)
+            loss = batch_loss(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
