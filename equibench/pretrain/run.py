@@ -197,6 +197,7 @@ class _Run:
         return self.ddp.any(elapsed + elapsed / (step - self.start_step) >= self.time_limit_s)
 
     def validate(self, step: int) -> None:
+        """Validate the weights to ship; the metrics go to the log and the next checkpoint's card."""
         self.metrics = {"step": step, **validation_metrics(
             self.model, self.optimizer, self.validation_batches, self.config.bundled_validation, self.ddp.device
         )}
