@@ -26,6 +26,7 @@ from . import report_tables as tables
 from .atomic_files import atomic_write_text
 from .outdir_lock import locked_folder
 from .results_store import read_cells, results_table
+from .tables import markdown_escape, write_table
 
 REQUIRED_COLUMNS = ["suite", "task_id", "fold", "method", "variant", "status", "reason", "accuracy", "auc", "f1",
                     "time_fit_s", "time_predict_s"]
@@ -115,7 +116,7 @@ def _link(path: Path, out_dir: Path) -> str:
 
 def _table_item(description: str, display: pd.DataFrame, raw: pd.DataFrame, out_dir: Path, name: str) -> list[str]:
     stem = out_dir / "tables" / name
-    markdown = tables.write_table(display, raw, stem)
+    markdown = write_table(display, raw, stem)
     return [description, "", markdown, f"Files: [LaTeX](tables/{name}.tex), [CSV](tables/{name}.csv)", ""]
 
 
@@ -156,13 +157,13 @@ def _critical_difference_item(cells: pd.DataFrame, suite: str, out_dir: Path) ->
     if len(auc) < tables.MIN_CD_ROWS:
         counts = cells[cells["main"]].groupby("entry")["auc"].count()
         fewest = min(counts.index, key=lambda entry: (counts[entry], entry))
-        return [*header, tables.markdown_escape(
+        return [*header, markdown_escape(
             f"No critical-difference diagram for {suite}: only {len(auc)} (task, fold) cells have an AUC for all "
             f"{auc.shape[1]} methods (fewest: {fewest}, {counts[fewest]}); autorank needs at least "
             f"{tables.MIN_CD_ROWS}."), ""]
     paths, sentence = figures.critical_difference_diagram(
         auc, suite, out_dir / "figures" / f"{_file_stem(suite)}_critical_difference_auc")
-    sentence = tables.markdown_escape(sentence)
+    sentence = markdown_escape(sentence)
     return [*header, *(_figure_item(sentence, paths, out_dir) if paths else [sentence, ""])]
 
 
@@ -236,12 +237,12 @@ def _manifest_lines(results_dir: Path) -> list[str]:
         if not isinstance(invocations, list) or not all(isinstance(run, dict) for run in invocations):
             raise ValueError("`invocations` is not a list of records")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError) as error:
-        return [*lines, f"manifest.json is unreadable ({tables.markdown_escape(str(error))}).", ""]
+        return [*lines, f"manifest.json is unreadable ({markdown_escape(str(error))}).", ""]
     for number, run in enumerate(invocations, start=1):
         lines.append(
             f"- invocation {number}: `{run.get('command', 'command not recorded')}`; git {run.get('git_sha') or 'unknown'}; "
             f"started {run.get('started', 'not recorded')}, finished {run.get('finished') or 'not recorded (interrupted or running)'}; "
-            f"machine: {tables.markdown_escape(_machine(run.get('machine')))}"
+            f"machine: {markdown_escape(_machine(run.get('machine')))}"
         )
     if invocations:
         versions = invocations[0].get("versions") or {}
