@@ -34,8 +34,8 @@ from equibench.cells import Cell  # noqa: E402
 from equibench.evaluate import EvaluateConfig, evaluate  # noqa: E402
 from equibench.machine import hardware_description  # noqa: E402
 from equibench.openml_data import TaskUnavailableError  # noqa: E402
-from equibench.report_tables import markdown_table  # noqa: E402
 from equibench.suites import GT10, load_task  # noqa: E402
+from equibench.tables import markdown_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = "knn,linear-model,decision-tree,random-forest,xgboost,equitabpfn,tabpfn-star"

@@ -26,8 +26,8 @@ from equibench.baselines.registry import METHODS
 
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.machine import hardware_description
-from equibench.report_tables import markdown_table
 from equibench.suites import GT10
+from equibench.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

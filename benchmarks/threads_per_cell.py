@@ -25,7 +25,7 @@ import torch
 from equibench.backends import LocalBackend, available_cores
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.machine import hardware_description
-from equibench.report_tables import markdown_table
+from equibench.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = "knn,linear-model,random-forest,xgboost,equitabpfn,tabpfn-star,mlp,rtdl-resnet,rtdl-mlp,stg"

@@ -1,6 +1,6 @@
 """Figures of ``equibench report``: relative-accuracy box plots, critical-difference diagrams
-and the runtime-vs-AUC bubble plot, each written as a PNG and a PDF without timestamps or
-version stamps, so the same results give the same files."""
+and the runtime-vs-AUC bubble plot, each written as a PNG and a PDF by
+``equibench.figures.save_figure`` (so the same results give the same files)."""
 
 from __future__ import annotations
 
@@ -20,24 +20,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
+from .figures import save_figure
 from .report_tables import method_label
 
-DPI = 200
 MIN_TIME_S = 1e-4  # floor of the log time scales (a zero time cannot be drawn)
-_PNG_METADATA = {"Software": None}
-_PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
-
-
-def save_figure(figure: Figure, stem: Path, tight: bool = False) -> list[Path]:
-    """Write ``stem``.png and ``stem``.pdf (cropped to the drawn content when ``tight``); return both paths."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    png, pdf = Path(f"{stem}.png"), Path(f"{stem}.pdf")
-    bbox = "tight" if tight else None
-    figure.draw_without_rendering()  # lay the figure out once for both files
-    figure.set_layout_engine("none")
-    figure.savefig(png, dpi=DPI, metadata=_PNG_METADATA, bbox_inches=bbox, facecolor="white")
-    figure.savefig(pdf, metadata=_PDF_METADATA, bbox_inches=bbox, facecolor="white")
-    return [png, pdf]
 
 
 def _new_figure(width: float, height: float) -> Figure:
@@ -85,7 +71,6 @@ def critical_difference_diagram(auc: pd.DataFrame, suite: str, stem: Path) -> tu
     """Rank the columns of ``auc`` (rows: paired (task, fold) cells) with autorank
     (non-parametric, alpha 0.05) and draw its critical-difference diagram; return the files
     (none when no diagram could be drawn) and a sentence for the report."""
-    import matplotlib.pyplot as plt
     from autorank import autorank, plot_stats
 
     try:
@@ -99,8 +84,6 @@ def critical_difference_diagram(auc: pd.DataFrame, suite: str, stem: Path) -> tu
         return [], (f"No critical-difference diagram for {suite}: with {auc.shape[1]} methods autorank runs a "
                     f"{result.omnibus} test (p = {result.pvalue:.3g}), which has no diagram.")
     figure = axes.figure
-    plt.close(figure)  # out of pyplot's registry, onto an Agg canvas
-    FigureCanvasAgg(figure)
     figure.text(0.5, 1.0, f"{suite}: mean rank by AUC over {len(auc)} (task, fold) cells (1 = best)",
                 ha="center", va="bottom", fontsize=10)
     paths = save_figure(figure, stem, tight=True)

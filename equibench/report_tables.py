@@ -1,14 +1,14 @@
 """Tables of ``equibench report``: method entries, metrics relative to KNN, the aggregate,
-runtime, ensemble and skipped/failed tables, and their Markdown, LaTeX and CSV files.
+runtime, ensemble and skipped/failed tables, and their display forms (strings; written by
+``equibench.tables``).
 
-Every function but the writers takes the ok cells of one suite (with ``time_s`` = fit +
-predict seconds) and returns a DataFrame; nothing here runs a model.
+The table functions take the ok cells of one suite (with ``time_s`` = fit + predict seconds)
+and return a DataFrame; nothing here runs a model.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pandas as pd
 
@@ -21,12 +21,6 @@ METRICS = ("accuracy", "auc", "f1")
 MIN_CD_ROWS = 5  # autorank needs at least five paired samples
 _ENSEMBLE = re.compile(r"n(\d+)")
 _NO_REASON = "(no reason recorded)"
-_NUMERIC_CELL = re.compile(r"-?\d|n/a$")
-_LATEX = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": "$<$", ">": "$>$",
-    "±": r"$\pm$", "×": r"$\times$",
-}
 
 
 def method_label(method: str) -> str:
@@ -250,50 +244,3 @@ def failures_display(table: pd.DataFrame) -> pd.DataFrame:
         "failed": table["failed"].astype(str),
         "most common reason (count)": [f"{text} ({count})" for text, count in zip(reasons, table["reason_count"])],
     })
-
-
-def markdown_escape(text: str) -> str:
-    """Text safe inside a Markdown table cell or sentence."""
-    return " ".join(text.split()).replace("|", r"\|").replace("*", r"\*")
-
-
-def _right_aligned(display: pd.DataFrame) -> list[bool]:
-    """Per column: whether every cell is a number (or "n/a"), to be right-aligned."""
-    return [all(_NUMERIC_CELL.match(str(cell)) for cell in display[column]) for column in display.columns]
-
-
-def markdown_table(display: pd.DataFrame) -> str:
-    """A GitHub Markdown table of string cells (numbers right-aligned)."""
-    header = "| " + " | ".join(markdown_escape(str(name)) for name in display.columns) + " |"
-    rule = "|" + "|".join(" ---: " if right else " --- " for right in _right_aligned(display)) + "|"
-    body = ["| " + " | ".join(markdown_escape(str(cell)) for cell in row) + " |" for row in display.itertuples(index=False)]
-    return "\n".join([header, rule, *body]) + "\n"
-
-
-def latex_escape(text: str) -> str:
-    """Text safe in LaTeX text mode (on one line)."""
-    return "".join(_LATEX.get(char, char) for char in " ".join(text.split()))
-
-
-def latex_table(display: pd.DataFrame) -> str:
-    """A booktabs ``tabular`` of string cells."""
-    lines = [
-        r"\begin{tabular}{" + "".join("r" if right else "l" for right in _right_aligned(display)) + "}",
-        r"\toprule",
-        " & ".join(latex_escape(str(name)) for name in display.columns) + r" \\",
-        r"\midrule",
-        *(" & ".join(latex_escape(str(cell)) for cell in row) + r" \\" for row in display.itertuples(index=False)),
-        r"\bottomrule",
-        r"\end{tabular}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def write_table(display: pd.DataFrame, raw: pd.DataFrame, stem: Path) -> str:
-    """Write ``stem``.md and .tex (from ``display``) and .csv (from ``raw``); return the Markdown."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    markdown = markdown_table(display)
-    Path(f"{stem}.md").write_text(markdown)
-    Path(f"{stem}.tex").write_text(latex_table(display))
-    raw.to_csv(f"{stem}.csv", lineterminator="\n")
-    return markdown

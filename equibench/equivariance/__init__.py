@@ -1,0 +1,24 @@
+"""Target-equivariance error of PFN classifiers (the paper's "equivariance gap" figures).
+
+Definition (paper, eq. "target permutation equivariance"): ``f`` is equivariant when
+``sigma^-1(f(X, sigma(Y), X*)) == f(X, Y, X*)`` for every permutation ``sigma`` of the K
+classes. ``equibench equivariance`` measures how far checkpoints are from that on prior
+datasets with exactly K classes, for single networks and permutation ensembles, and draws
+the paper's equivariance-gap figure and its 9-point 3x3-grid illustration.
+
+Modules: :mod:`.metric` (the arg-max change and log-probability comparison),
+:mod:`.experiment` (prior datasets, measuring models over K and ensemble sizes),
+:mod:`.toy` (the 9-point problem), :mod:`.figures` and :mod:`.files` (the results folder).
+"""
+
+from .experiment import EquivarianceConfig, draw_permutations, measure_equivariance, measure_model, prior_datasets
+from .figures import plot_equivariance_gap, plot_nine_point_toy
+from .files import run_equivariance
+from .metric import compare_log_probs, unpermute
+from .toy import TOY_ORDERINGS, nine_point_toy, toy_predictions
+
+__all__ = [
+    "TOY_ORDERINGS", "EquivarianceConfig", "compare_log_probs", "draw_permutations", "measure_equivariance",
+    "measure_model", "nine_point_toy", "plot_equivariance_gap", "plot_nine_point_toy", "prior_datasets",
+    "run_equivariance", "toy_predictions", "unpermute",
+]

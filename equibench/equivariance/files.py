@@ -1,0 +1,104 @@
+"""``equibench equivariance``: measure, then write the results folder (CSV, Markdown table,
+figures and a README that says what each file holds)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InvalidInputError
+from ..model import load_checkpoint
+from ..tables import markdown_table
+from .experiment import ARCH_LABELS, TRAIN_FRACTION, EquivarianceConfig, measure_equivariance
+from .figures import PAPER_TABPFN, PAPER_TABPFN_K10_E16, plot_equivariance_gap, plot_nine_point_toy
+from .toy import TOY_ORDERINGS, differs_from_identity, nine_point_toy, toy_models
+
+
+def _percent(mean: float, sem: float) -> str:
+    return f"{100 * mean:.2f}" + ("" if math.isnan(sem) else f" ± {100 * sem:.2f}")
+
+
+def _rms(mean: float, sem: float) -> str:
+    return f"{mean:.3g}" + ("" if math.isnan(sem) else f" ± {sem:.2g}")
+
+
+def results_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """The results as table cells (strings): mean ± s.e.m. over datasets (std in the CSV)."""
+    return pd.DataFrame({
+        "checkpoint": frame["checkpoint"].astype(str).to_numpy(),
+        "arch": [ARCH_LABELS.get(arch, arch) for arch in frame["arch"]],
+        "K": frame["K"].astype(str).to_numpy(),
+        "ensemble": frame["ensemble"].astype(str).to_numpy(),
+        "arg-max changes (%)": [_percent(m, s) for m, s in zip(frame["argmax_change_fraction"],
+                                                               frame["argmax_change_sem"])],
+        "log-prob RMS": [_rms(m, s) for m, s in zip(frame["logit_rms"], frame["logit_rms_sem"])],
+        "datasets": frame["n_datasets"].astype(str).to_numpy(),
+    })
+
+
+def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, seconds: float) -> str:
+    n_train = math.floor(TRAIN_FRACTION * config.rows)
+    paper = ", ".join(f"K={k} {v}%" for k, v in PAPER_TABPFN.items())
+    lines = [
+        "# Target-equivariance error", "",
+        f"Checkpoints: {', '.join(str(p) for p in config.checkpoints)}.",
+        (f"K in {list(config.classes)}, ensemble sizes {list(config.ensembles)}, {config.datasets} prior datasets "
+         f"per K ({config.rows} rows: {n_train} train, {config.rows - n_train} test; all K classes among the train "
+         f"rows), seed {config.seed}, device {config.device}; {seconds:.0f} s."), "",
+        ("Per dataset, sigma is a random non-identity class permutation; a test row counts as changed when the "
+         f"class predicted on (X, Y) is beaten (by more than {config.tie_tolerance:g} in log-probability) in "
+         "sigma^-1 f(X, sigma(Y)). The log-prob RMS compares log softmax(logits / "
+         f"{config.softmax_temperature:g}) of the two. An ensemble of E members averages the mapped-back softmax "
+         "outputs over E relabellings of the training labels (member 0 the identity, the others random; the "
+         "permuted run uses the same relabellings composed with sigma)."), "",
+        "## Files", "",
+        ("- `equivariance.csv`: one row per (checkpoint, K, ensemble): mean, std and s.e.m. over datasets of the "
+         "arg-max change fraction and the log-prob RMS."),
+        "- `equivariance.md`: the same as a table (%, mean ± s.e.m.).",
+        ("- `equivariance-gap.png` / `.pdf`: left, % arg-max changes vs K with one member, one line per checkpoint "
+         f"(grey: the paper's fully trained TabPFN, {paper}); right, vs ensemble size, one line per K for "
+         f"TabPFN*, EquiTabPFN at its worst K (grey star: paper, K=10 with 16 members, {PAPER_TABPFN_K10_E16}%)."),
+    ]
+    if toy is not None:
+        lines.append("- `nine-point-toy.png` / `.pdf`: 9 training points on a 3x3 grid, one class each, predicted "
+                     "class (mapped back to the original identity) on a dense grid under 3 class orderings; an "
+                     "equivariant model gives identical panels.")
+    lines += ["", "## One ensemble member", "", markdown_table(results_display(frame[frame.ensemble == frame.ensemble.min()]))]
+    if toy is not None:
+        lines += ["## 9-point toy: % of the grid differing from the identity ordering", ""]
+        lines += [f"- {label}: " + ", ".join(f"{name} {value:.1f}%" for name, value in zip(TOY_ORDERINGS, values))
+                  for label, values in toy.items()]
+        lines.append("")
+    if frame.attrs.get("notes"):
+        lines += ["## Notes", ""] + [f"- {note}" for note in frame.attrs["notes"]] + [""]
+    return "\n".join(lines)
+
+
+def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, toy_grid: int = 150,
+                     log: Callable[[str], None] = lambda _: None,
+                     progress: Callable[[int, int], None] = lambda done, total: None) -> pd.DataFrame:
+    """Measure, then write equivariance.csv/.md, equivariance-gap.png/.pdf,
+    nine-point-toy.png/.pdf (unless ``toy`` is False) and README.md into ``out``."""
+    if toy_grid < 2:
+        raise InvalidInputError(f"toy_grid needs at least 2 points per side, got {toy_grid}")
+    for path in config.checkpoints:
+        load_checkpoint(path)  # fail on a bad file before any work
+    started = time.perf_counter()
+    frame = measure_equivariance(config, log, progress)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "equivariance.csv", index=False)
+    notes = "".join(f"\n- {note}" for note in frame.attrs["notes"])
+    (out / "equivariance.md").write_text(markdown_table(results_display(frame)) + (f"\nNotes:{notes}\n" if notes else ""))
+    plot_equivariance_gap(frame, out / "equivariance-gap")
+    differs = None
+    if toy:
+        predictions = nine_point_toy(toy_models(config.checkpoints), toy_grid, config.device, config.seed)
+        plot_nine_point_toy(predictions, out / "nine-point-toy")
+        differs = differs_from_identity(predictions)
+    (out / "README.md").write_text(_readme(config, frame, differs, time.perf_counter() - started))
+    return frame

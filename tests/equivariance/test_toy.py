@@ -1,0 +1,34 @@
+"""The 9-point toy: its problem and the panels of an equivariant and a non-equivariant model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from equibench.model import load_checkpoint
+
+from equibench.equivariance.toy import TOY_ORDERINGS, differs_from_identity, toy_predictions, toy_problem
+
+DATA = Path(__file__).parents[1] / "data"
+TINY = (DATA / "tiny-equitabpfn.pt", DATA / "tiny-tabpfn-star.pt")
+
+
+def test_toy_problem_is_one_class_per_grid_point():
+    x_train, y_train, mesh = toy_problem(5)
+    assert x_train.shape == (9, 2) and list(y_train) == list(range(9)) and mesh.shape == (25, 2)
+    assert {tuple(point) for point in x_train} == {(x, y) for x in range(3) for y in range(3)}
+    assert list(x_train[5]) == [2.0, 1.0]  # class 3 * row + column: row 1, column 2
+
+
+def test_nine_point_toy_panels_agree_only_for_equitabpfn():
+    orderings = list(TOY_ORDERINGS.values())
+    equi, star = (load_checkpoint(path)[0] for path in TINY)
+    assert np.array_equal(toy_predictions(equi, 12, orderings[0]), toy_predictions(equi, 12, orderings[2]))
+    assert not np.array_equal(toy_predictions(star, 12, orderings[0]), toy_predictions(star, 12, orderings[2]))
+
+
+def test_differs_from_identity_in_percent():
+    identity = np.zeros((2, 2), dtype=int)
+    one_changed = identity.copy()
+    one_changed[1, 0] = 3
+    assert differs_from_identity({"m": [identity, one_changed, identity]}) == {"m": [0.0, 25.0, 0.0]}
