@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInputError
+from ..figures import save_image
 from .run_dir import CONFIG_FILE, LOG_FILE
 
 
@@ -108,7 +109,4 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
             axes.legend(fontsize=7)
     if np.isfinite(bundled_axes.get_ylim()).all():
         bundled_axes.set_ylim(top=100)
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(figure).print_figure(out_path, dpi=110)
-    return out_path
+    return save_image(figure, out_path, dpi=110)
