@@ -20,7 +20,7 @@ from sklearn.utils.estimator_checks import check_methods_subset_invariance
 
 from equibench import EquiTabPFNClassifier, PretrainingLimitWarning, TabPFNStarClassifier
 from equibench.devices import resolve_precision
-from equibench.fit_state import FitStateError
+from equibench.errors import FitStateError
 
 EQUI = CHECKPOINTS["equitabpfn"]
 STAR = CHECKPOINTS["tabpfn-star"]
