@@ -30,6 +30,7 @@ def stop_on_sigterm():
 
 
 def _method_list(text: str) -> tuple[str, ...]:
+    """``--methods``: names, ``all`` or ``fast``, comma-separated, in order without repeats."""
     from ..baselines.registry import FAST_METHODS, METHODS
 
     names = []
