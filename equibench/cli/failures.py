@@ -54,7 +54,8 @@ def with_flags(text: str, command) -> str:
     flags.update({alias: flags[name] for alias, name in OPTION_NAMES.items() if name in flags})
     names = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True) if "_" in name)
     if names:
-        text = re.sub(rf"(?<![\w.-])({names})\b(=True\b)?", lambda match: flags[match.group(1)], text)
+        # not inside a path or a longer name ("ModelConfig.n_heads", "runs/nan_prob/model.pt")
+        text = re.sub(rf"(?<![\w./\\-])({names})(?![\w/\\-]|\.\w)(=True\b)?", lambda match: flags[match.group(1)], text)
     first = re.match(r"\w+\b", text)
     if first and first.group() in flags and "_" not in first.group():
         text = flags[first.group()] + text[first.end():]
