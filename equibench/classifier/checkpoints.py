@@ -11,7 +11,8 @@ from pathlib import Path
 
 from torch import nn
 
-from ..model import CheckpointError, default_checkpoint, load_checkpoint
+from ..errors import CheckpointError, InvalidInputError
+from ..model import default_checkpoint, load_checkpoint
 from ..model.checkpoint import packaged_checkpoint_dir, packaged_checkpoints
 
 
@@ -84,7 +85,7 @@ def load_model(checkpoint, arch: str, owner: str) -> tuple[nn.Module, dict | Non
         if isinstance(checkpoint, str) and not checkpoint.strip():
             raise CheckpointError("checkpoint is an empty string; pass 'default' or the path of a checkpoint file")
         if not isinstance(checkpoint, (str, os.PathLike)):
-            raise ValueError(
+            raise InvalidInputError(
                 f"checkpoint must be 'default', a file path or a model object, got {type(checkpoint).__name__}"
             )
         path = Path(checkpoint).resolve()
@@ -101,7 +102,7 @@ def load_model(checkpoint, arch: str, owner: str) -> tuple[nn.Module, dict | Non
         model, sha256 = _load_file(path)
         reference = checkpoint_reference(path, sha256)
     if getattr(model, "arch", None) != arch:
-        raise ValueError(
+        raise InvalidInputError(
             f"{owner} needs a {arch!r} model but the checkpoint holds "
             f"{getattr(model, 'arch', type(model).__name__)!r}; use the matching classifier"
         )
