@@ -37,7 +37,7 @@ def test_info_lists_packaged_checkpoints_and_flags_broken_ones(monkeypatch, tmp_
     shutil.copy(Path(__file__).parent / "data" / "tiny-equitabpfn.pt", tmp_path / "equitabpfn-tiny.pt")
     (tmp_path / "tabpfn-star-tiny.pt").write_bytes(b"broken")
     monkeypatch.setattr("equibench.model.checkpoint.packaged_checkpoint_dir", lambda: tmp_path)
-    monkeypatch.setattr("equibench.cli.console", Console(width=400))
+    monkeypatch.setattr("equibench.cli.output.console", Console(width=400))
     result = CliRunner().invoke(app, ["info"])
     assert result.exit_code == 0, result.output
     assert "equitabpfn-tiny.pt" in result.output and "40,785" in result.output

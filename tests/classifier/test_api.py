@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import pickle
+import pickletools
 import warnings
 import zipfile
 from pathlib import Path
@@ -20,7 +21,7 @@ from sklearn.utils.estimator_checks import check_methods_subset_invariance
 
 from equibench import EquiTabPFNClassifier, PretrainingLimitWarning, TabPFNStarClassifier
 from equibench.devices import resolve_precision
-from equibench.fit_state import FitStateError
+from equibench.errors import FitStateError
 
 EQUI = CHECKPOINTS["equitabpfn"]
 STAR = CHECKPOINTS["tabpfn-star"]
@@ -94,6 +95,8 @@ def test_pickle_of_a_packaged_checkpoint_stores_a_reference():
     network_bytes = sum(t.numel() * t.element_size() for t in fitted.model_.state_dict().values())
     blob = pickle.dumps(fitted)
     assert len(blob) < network_bytes / 10
+    strings = [arg for op, arg, _ in pickletools.genops(blob) if op.name in ("SHORT_BINUNICODE", "BINUNICODE")]
+    assert strings[strings.index("EquiTabPFNClassifier") - 1] == "equibench.classifier"  # as pickles always named it
     loaded = pickle.loads(blob)
     np.testing.assert_array_equal(loaded.predict_proba(X), fitted.predict_proba(X))
     assert loaded.model_ is not fitted.model_
@@ -244,6 +247,7 @@ def test_path_checkpoints_clone_and_serialise_as_openml_flows():
 
     flow = SklearnExtension().model_to_flow(estimator)
     assert flow.parameters["checkpoint"] == f'"{EQUI}"'
+    assert flow.name == "equibench.classifier.EquiTabPFNClassifier"  # the flow of every equibench version
 
 
 # -- 7. signatures and docstrings --------------------------------------------------------

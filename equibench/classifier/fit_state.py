@@ -3,7 +3,7 @@
 The file is an ``.npz`` archive of plain arrays (numbers and fixed-width strings, never
 Python objects) plus a JSON header, so ``numpy.load(allow_pickle=False)`` reads it and no
 code runs on load. The network is named by reference: a packaged checkpoint by file name,
-any other by path, each with its sha256 (see ``classifier.checkpoint_reference``).
+any other by path, each with its sha256 (see ``checkpoints.checkpoint_reference``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ import pandas as pd
 import torch
 from sklearn.preprocessing import OrdinalEncoder, QuantileTransformer
 
-from ._version import __version__
-from .atomic_files import atomic_write
-from .errors import FitStateError
-from .preprocessing import MemberSpec, MemberTransform, TableEncoder
+from .._version import __version__
+from ..atomic_files import atomic_write
+from ..devices import resolve_device
+from ..errors import FitStateError
+from ..preprocessing import MemberSpec, MemberTransform, TableEncoder
+from .checkpoints import load_model, model_from_reference
 
 FORMAT = "equibench-fit-state"
 FORMAT_VERSION = 1
@@ -119,10 +121,7 @@ def _read(path: Path) -> tuple[dict, dict]:
 
 
 def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | None = None):
-    """A fitted ``cls`` from ``path``; see ``_PFNClassifier.load_from_fit_state``."""
-    from .classifier import model_from_reference
-    from .devices import resolve_device
-
+    """A fitted ``cls`` from ``path``; see ``PFNClassifier.load_from_fit_state``."""
     path = Path(path)
     header, arrays = _read(path)
     if header["estimator"] != cls.__name__:
@@ -142,7 +141,7 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
         estimator.checkpoint, estimator.checkpoint_reference_ = str(source), header["checkpoint"]
     else:
         estimator.checkpoint = checkpoint
-        estimator.model_, estimator.checkpoint_reference_ = estimator._load_model()
+        estimator.model_, estimator.checkpoint_reference_ = load_model(checkpoint, cls._arch, cls.__name__)
     estimator.device_ = resolve_device(params["device"] if device is not None else _saved_device(header["device"]))
     classes = arrays["classes"]
     estimator.classes_ = classes.astype(object) if header["classes_dtype"] == "object-str" else classes

@@ -1,0 +1,142 @@
+"""scikit-learn estimators around the pretrained networks: EquiTabPFNClassifier and
+TabPFNStarClassifier. ``fit`` stores the (preprocessed) training context; the network runs
+in ``predict_proba``.
+
+The shared estimator is in :mod:`.estimator`, checkpoint loading and references in
+:mod:`.checkpoints`, the batched and cached forward passes in :mod:`.prediction`, the
+pickle-free fit state in :mod:`.fit_state`. The two public classes are defined here, so
+that pickles and OpenML flows name them ``equibench.classifier.<class>``.
+"""
+
+from __future__ import annotations
+
+from .estimator import PFNClassifier, PretrainingLimitWarning
+
+__all__ = ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier"]
+
+
+class EquiTabPFNClassifier(PFNClassifier):
+    """EquiTabPFN as a scikit-learn classifier: exactly equivariant to the order of the
+    classes, any number of classes, no training at fit time.
+
+    Parameters
+    ----------
+    checkpoint : "default", path or model, default="default"
+        "default" loads the pretrained checkpoint packaged with equibench; a path (str or
+        ``pathlib.Path``) loads a file written by ``equibench pretrain``; an ``EquiTabPFN``
+        module is copied and used as is.
+    n_estimators : int, default=4
+        Ensemble members. Member 0 keeps the feature order; the others rotate the feature
+        columns by random shifts.
+    feature_transforms : sequence of {"none", "quantile"}, default=("none", "quantile")
+        Member i first applies ``feature_transforms[i % len(feature_transforms)]``: "none"
+        keeps the raw values, "quantile" maps each feature to a normal distribution by its
+        train quantiles. A robust z-score follows in both cases.
+    device : str, default="auto"
+        "auto" uses CUDA when available, else CPU.
+    fit_mode : {"low_memory", "fit_with_cache"}, default="low_memory"
+        "low_memory" runs the whole network for every test batch, in bounded memory
+        (row- and slot-wise chunks; K=1000 classes fit in a few GB). "fit_with_cache" runs
+        the train side once at fit and keeps each member's keys/values per layer
+        (``contexts_``), so every later predict only runs the test rows: much faster for
+        repeated predicts (permutation importance, small batches), at the cost of memory
+        of about 2 x n_layers x context rows x (1+K) x d_model numbers per member. Same
+        predictions to float tolerance.
+    inference_precision : {"auto", "autocast"}, torch dtype or dtype name, default="auto"
+        "auto": bfloat16 autocast on CUDA, float32 on CPU; "autocast": bfloat16 autocast
+        on any device; a dtype ("float32", "float64", torch.float64, ...): weights and
+        inputs in that dtype. float64 makes predictions independent of the batch
+        composition to ~1e-15, for exactness checks.
+    softmax_temperature : float, default=0.8
+        Logits are divided by it before the softmax.
+    max_train_rows : int, default=3000
+        Above this many training rows, a class-balanced random subsample is the context
+        (with a :class:`PretrainingLimitWarning`).
+    ignore_pretraining_limits : bool, default=False
+        If True, every training row is the context however many there are (memory and
+        time grow with it) and no :class:`PretrainingLimitWarning` is issued. The network
+        takes at most 100 features either way.
+    categorical_features : array-like of int, bool or str, default=None
+        Columns to treat as categorical besides the non-numeric ones, for instance
+        integer-coded categories in an array: indices, a boolean mask, or column names of
+        a data frame. They are ordinal-encoded; categories unseen at fit become missing.
+    batch_size : int, default=1024
+        Test rows per forward pass; bounds memory (each pass re-reads the context).
+    random_state : int, RandomState or None, default=None
+        Seeds the subsample, the member shifts and the feature selection.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels seen at fit, sorted; the columns of ``predict_proba``.
+    n_features_in_ : int
+        Number of columns of X at fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of X at fit, when X was a data frame (pandas, polars or any frame
+        narwhals or the ``__dataframe__`` protocol reads) with string column names.
+    model_ : torch.nn.Module
+        This estimator's own copy of the network (no other estimator shares it).
+    checkpoint_reference_ : dict or None
+        The checkpoint file as pickles and fit states record it: ``{"packaged": name,
+        "sha256": ...}`` or ``{"path": ..., "sha256": ...}``; None for a model object.
+    device_ : torch.device
+        The device the network runs on.
+    encoder_ : TableEncoder
+        The fitted column encoding and feature selection.
+    transforms_ : list of MemberTransform
+        The fitted per-member feature transforms, one per ensemble member.
+    train_features_ : list of torch.Tensor of shape (n_context, n_used_features)
+        The transformed context rows of each member.
+    train_labels_ : torch.Tensor of shape (n_context,)
+        The context rows' labels as positions in ``classes_``.
+    contexts_ : list of Context
+        With ``fit_mode="fit_with_cache"`` only: each member's cached train side.
+
+    Notes
+    -----
+    Preprocessing, fitted on the training rows: categorical/object/string columns are
+    ordinal-encoded; NaN and +-inf reach the model's missing-value indicator; constant
+    columns are dropped; above 100 features, the 100 with the highest mutual information
+    with y are kept (with a :class:`PretrainingLimitWarning`); robust z-score with
+    log-squashing beyond 4 std; rescale by 100 / features used; zero-padding to 100
+    inside the model.
+
+    Persistence: ``pickle``/``joblib`` work; a classifier fitted with a packaged
+    checkpoint pickles a reference (file name and sha256) instead of the network and
+    loads it back from the installation. :meth:`save_fit_state` writes a weights-free
+    state without pickle. ``skops.io`` cannot save these classifiers (it refuses the
+    torch tensors of the fitted state): use :meth:`save_fit_state` instead.
+    """
+
+    _arch = "equitabpfn"
+    _class_shifts = False  # the model is equivariant: rotating the classes changes nothing
+
+
+class TabPFNStarClassifier(PFNClassifier):
+    """TabPFN*, the non-equivariant comparison model, as a scikit-learn classifier.
+
+    Same parameters, attributes and preprocessing as :class:`EquiTabPFNClassifier`;
+    ensemble members additionally rotate the class ids (the model is not equivariant, so
+    this averages over class orders). At most 10 classes: wrap it in ECOC beyond that.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels seen at fit, sorted; the columns of ``predict_proba``.
+    n_features_in_ : int
+        Number of columns of X at fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of X at fit, when X was a data frame with string column names.
+    model_ : torch.nn.Module
+        This estimator's own copy of the network.
+    checkpoint_reference_ : dict or None
+        The checkpoint file by name or path and sha256; None for a model object.
+    device_ : torch.device
+        The device the network runs on.
+    encoder_, transforms_, train_features_, train_labels_, contexts_
+        The fitted preprocessing, context and (fit_with_cache) cache, as for
+        :class:`EquiTabPFNClassifier`.
+    """
+
+    _arch = "tabpfn-star"
+    _class_shifts = True

@@ -1,0 +1,272 @@
+"""The shared estimator behind EquiTabPFNClassifier and TabPFNStarClassifier: parameters,
+their checks, ``fit`` (which stores the preprocessed training context) and persistence."""
+
+from __future__ import annotations
+
+import numbers
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_array, check_random_state, column_or_1d
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
+
+from ..devices import resolve_device, resolve_precision
+from ..errors import InvalidInputError, TooManyClassesError
+from ..frames import as_pandas
+from ..preprocessing import (
+    FEATURE_TRANSFORMS,
+    MemberTransform,
+    TableEncoder,
+    balanced_subsample,
+    ensemble_members,
+)
+from .checkpoints import load_model, model_from_reference
+from .fit_state import load_fit_state, save_fit_state
+from .prediction import EnsemblePrediction
+
+#: ``fit_mode``: "low_memory" runs the whole network per test batch; "fit_with_cache"
+#: runs the train side once at fit and keeps its keys/values for every later predict.
+FIT_MODES = ("low_memory", "fit_with_cache")
+
+
+class PretrainingLimitWarning(UserWarning):
+    """The data exceeds what the network takes or was pretrained on, so the classifier
+    reduced it (fewer context rows or fewer features)."""
+
+
+def _check_labels_present(y: np.ndarray) -> None:
+    """Refuse missing labels (None or NaN) with the rows that have them."""
+    missing = pd.isna(y)
+    if missing.any():
+        rows = np.flatnonzero(missing)
+        raise InvalidInputError(
+            f"y has {len(rows)} missing labels (None or NaN), e.g. at rows {rows[:5].tolist()}; drop those rows or "
+            "give them a class"
+        )
+
+
+class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
+    """Shared implementation; subclasses fix the architecture."""
+
+    _arch: str = ""
+    _class_shifts: bool = False
+
+    def __init__(
+        self,
+        *,
+        checkpoint="default",
+        n_estimators: int = 4,
+        feature_transforms=FEATURE_TRANSFORMS,
+        device: str = "auto",
+        inference_precision="auto",
+        fit_mode: str = "low_memory",
+        softmax_temperature: float = 0.8,
+        max_train_rows: int = 3000,
+        ignore_pretraining_limits: bool = False,
+        categorical_features=None,
+        batch_size: int = 1024,
+        random_state=None,
+    ):
+        self.checkpoint = checkpoint
+        self.n_estimators = n_estimators
+        self.feature_transforms = feature_transforms
+        self.device = device
+        self.inference_precision = inference_precision
+        self.fit_mode = fit_mode
+        self.softmax_temperature = softmax_temperature
+        self.max_train_rows = max_train_rows
+        self.ignore_pretraining_limits = ignore_pretraining_limits
+        self.categorical_features = categorical_features
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.string = True
+        tags.input_tags.categorical = True
+        return tags
+
+    def get_params(self, deep: bool = True) -> dict:
+        """Parameters as scikit-learn reports them; a path-like ``checkpoint`` and a dtype
+        ``inference_precision`` are reported as strings, so that the parameters serialise
+        (OpenML flows, JSON) and clone to equivalent estimators."""
+        params = super().get_params(deep=deep)
+        if isinstance(params.get("checkpoint"), os.PathLike):
+            params["checkpoint"] = os.fspath(params["checkpoint"])
+        if isinstance(params.get("inference_precision"), torch.dtype):
+            params["inference_precision"] = str(params["inference_precision"]).removeprefix("torch.")
+        return params
+
+    # -- fitting -----------------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Store the training context: labels, fitted preprocessing and, per ensemble
+        member, the transformed training rows (class-balanced subsample above
+        ``max_train_rows`` unless ``ignore_pretraining_limits``)."""
+        transforms = self._check_params()
+        X = self._check_table(X, reset=True)
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(X, y)
+        _check_labels_present(y)
+        check_classification_targets(y)
+        categorical = self._categorical_positions(X)
+        self.classes_, y_encoded = np.unique(y, return_inverse=True)
+        n_classes = len(self.classes_)
+        rng = check_random_state(self.random_state)
+        self.model_, self.checkpoint_reference_ = load_model(self.checkpoint, self._arch, type(self).__name__)
+        self.device_ = resolve_device(self.device)
+        resolve_precision(self.inference_precision, self.device_)
+        if self._class_shifts and n_classes > self.model_.config.max_classes:
+            raise TooManyClassesError.for_counts(self.model_.config.max_classes, n_classes)
+        cap = len(y) if self.ignore_pretraining_limits else self.max_train_rows
+        rows = balanced_subsample(y_encoded, cap, rng)
+        if len(rows) < len(y):
+            self._warn_limit(
+                f"{len(y)} training rows exceed max_train_rows={self.max_train_rows}: the context is a "
+                f"class-balanced subsample of {len(rows)} rows. Raise max_train_rows, or pass "
+                "ignore_pretraining_limits=True to use every row (more memory and time)"
+            )
+        X_rows = X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
+        f_max = self.model_.config.f_max
+        self.encoder_ = TableEncoder(f_max, random_state=rng.randint(2**31 - 1), categorical_features=categorical)
+        values = self.encoder_.fit_transform(X_rows, y_encoded[rows])
+        if self.encoder_.n_varying_ > f_max:
+            self._warn_limit(
+                f"{self.encoder_.n_varying_} non-constant features exceed the {f_max} the network takes: the "
+                f"{f_max} with the highest mutual information with y are used. Select features yourself (e.g. "
+                "SelectKBest in a Pipeline) to choose which"
+            )
+        specs = ensemble_members(
+            self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts, transforms
+        )
+        self.transforms_ = [MemberTransform(spec, f_max) for spec in specs]
+        self.train_features_ = [t.fit_transform(values) for t in self.transforms_]  # each (N, F_used)
+        self.train_labels_ = torch.from_numpy(y_encoded[rows].astype(np.int64))  # (N,)
+        if self.fit_mode == "fit_with_cache":
+            self.contexts_ = self._encode_contexts()
+        return self
+
+    def _warn_limit(self, message: str) -> None:
+        if not self.ignore_pretraining_limits:
+            warnings.warn(f"{type(self).__name__}: {message}.", PretrainingLimitWarning, stacklevel=3)
+
+    def _check_params(self) -> tuple[str, ...]:
+        """Validate the parameters; returns the feature transforms as a tuple."""
+
+        def positive_int(name):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+
+        for name in ("n_estimators", "max_train_rows", "batch_size"):
+            positive_int(name)
+        temperature = self.softmax_temperature
+        if not isinstance(temperature, numbers.Real) or not temperature > 0:
+            raise InvalidInputError(f"softmax_temperature must be a positive number, got {temperature!r}")
+        if not (isinstance(self.fit_mode, str) and self.fit_mode in FIT_MODES):
+            raise InvalidInputError(f"fit_mode must be one of {', '.join(map(repr, FIT_MODES))}, got {self.fit_mode!r}")
+        if not isinstance(self.ignore_pretraining_limits, (bool, np.bool_)):
+            raise InvalidInputError(f"ignore_pretraining_limits must be True or False, got {self.ignore_pretraining_limits!r}")
+        transforms = self.feature_transforms
+        if isinstance(transforms, str):
+            transforms = (transforms,)
+        try:
+            transforms = tuple(transforms)
+        except TypeError:
+            transforms = ()
+        if not transforms or any(t not in FEATURE_TRANSFORMS for t in transforms):
+            raise InvalidInputError(
+                f"feature_transforms must be a non-empty sequence of {', '.join(map(repr, FEATURE_TRANSFORMS))}, "
+                f"got {self.feature_transforms!r}"
+            )
+        return transforms
+
+    def _check_table(self, X, reset: bool):
+        X = as_pandas(X)
+        if not isinstance(X, pd.DataFrame):
+            X = check_array(X, dtype=None, ensure_all_finite=False, input_name="X")
+        elif X.shape[0] == 0:
+            raise InvalidInputError("Found array with 0 sample(s) (shape=(0, ...)) while a minimum of 1 is required.")
+        validate_data(self, X, reset=reset, skip_check_array=True)
+        return X
+
+    def _categorical_positions(self, X) -> list[int]:
+        """Column positions named by ``categorical_features``: indices, a boolean mask, or
+        (for data frames) column names."""
+        marked = self.categorical_features
+        if marked is None:
+            return []
+        n_columns = X.shape[1]
+        marked = np.asarray(marked).reshape(-1)
+        if marked.dtype == bool:
+            if len(marked) != n_columns:
+                raise InvalidInputError(
+                    f"categorical_features as a boolean mask needs one entry per column ({n_columns}), got {len(marked)}"
+                )
+            return np.flatnonzero(marked).tolist()
+        if marked.dtype.kind in "iu":
+            bad = [int(i) for i in marked if not 0 <= i < n_columns]
+            if bad:
+                raise InvalidInputError(f"categorical_features holds column indices {bad} outside 0..{n_columns - 1}")
+            return sorted({int(i) for i in marked})
+        names = list(X.columns) if isinstance(X, pd.DataFrame) else []
+        missing = [name for name in marked.tolist() if name not in names]
+        if missing:
+            raise InvalidInputError(
+                f"categorical_features names columns {missing} that X does not have; give column names of a data "
+                "frame, column indices or a boolean mask"
+            )
+        return sorted({names.index(name) for name in marked.tolist()})
+
+    # -- persistence -------------------------------------------------------------------
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("contexts_", None)  # the fit_with_cache cache: rebuilt from the context on first use
+        reference = state.get("checkpoint_reference_")
+        if reference is not None and "packaged" in reference:
+            state["model_"] = None  # loaded again from the packaged file named by the reference
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        reference = state.get("checkpoint_reference_")
+        if "model_" in state and state["model_"] is None and reference is not None:
+            self.model_ = model_from_reference(reference)[0]
+
+    def save_fit_state(self, path: str | os.PathLike) -> Path:
+        """Write the fitted state, without the network's weights, to ``path`` (an ``.npz``
+        archive of arrays and a JSON header, loaded without pickle). The checkpoint is
+        referenced by name (packaged) or path, with its sha256. Load with
+        :meth:`load_from_fit_state`."""
+        check_is_fitted(self)
+        return save_fit_state(self, path)
+
+    @classmethod
+    def load_from_fit_state(cls, path: str | os.PathLike, *, checkpoint=None, device: str | None = None):
+        """A fitted classifier from a file written by :meth:`save_fit_state`. The network
+        comes from the checkpoint recorded there (checked against its sha256), or from
+        ``checkpoint`` when given; ``device`` overrides the saved device."""
+        return load_fit_state(cls, path, checkpoint=checkpoint, device=device)
+
+    # -- prediction --------------------------------------------------------------------
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, columns ordered as ``classes_``; the average over ensemble
+        members of softmax(logits / softmax_temperature)."""
+        check_is_fitted(self)
+        X = self._check_table(X, reset=False)
+        return self._ensemble_proba(self.encoder_.transform(X))
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class of each row (an entry of ``classes_``)."""
+        probabilities = self.predict_proba(X)
+        return self.classes_[np.argmax(probabilities, axis=1)]
+

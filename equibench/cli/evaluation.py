@@ -1,0 +1,218 @@
+"""Commands of the evaluation workflow: ``evaluate``, ``download``, ``methods`` and ``suites``."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from ..errors import InvalidInputError
+from . import output
+from .options import JsonOption, int_list
+
+
+@contextlib.contextmanager
+def stop_on_sigterm():
+    """Turn SIGTERM into KeyboardInterrupt while the block runs, so a terminated run stops
+    like a Ctrl-C one: stored work kept, workers stopped, a clear message."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _method_list(text: str) -> tuple[str, ...]:
+    """``--methods``: names, ``all`` or ``fast``, comma-separated, in order without repeats."""
+    from ..baselines.registry import FAST_METHODS, METHODS
+
+    names = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        names.extend({"all": list(METHODS), "fast": FAST_METHODS}.get(part, [part]))
+    return tuple(dict.fromkeys(names))
+
+
+def evaluate(
+    suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
+    out: Annotated[Optional[Path], typer.Option(help="Results directory (default results/<suite>).")] = None,
+    methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
+    folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
+    ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
+    jobs: Annotated[Optional[int], typer.Option(help="Cells run in parallel worker processes on this machine (default: its cores / --threads-per-cell, or 1 with a --device other than cpu; 1 runs them in this process).", show_default=False)] = None,
+    scheduler: Annotated[Optional[str], typer.Option(envvar="EQUIBENCH_SCHEDULER", help="Run the cells on a Dask cluster: its scheduler address (tcp://host:8786), a scheduler file (.json), or local:N for N worker processes here. See docs/DISTRIBUTED.md.")] = None,
+    openml_cache: Annotated[Optional[Path], typer.Option(help="OpenML cache in openml's layout (copied, never modified); default $OPENML_CACHE_DIR.")] = None,
+    tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS. Without, their cells are skipped.")] = None,
+    equitabpfn_checkpoint: Annotated[str, typer.Option(help="EquiTabPFN checkpoint file, or `default` (the packaged one).")] = "default",
+    tabpfn_star_checkpoint: Annotated[str, typer.Option(help="TabPFN* checkpoint file, or `default`.")] = "default",
+    seed: Annotated[int, typer.Option(help="Seed of every method and of the preprocessing.")] = 0,
+    device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
+    threads_per_cell: Annotated[int, typer.Option(help="Torch and BLAS threads of every cell, whatever --jobs or --scheduler: threads change the numbers, so this is a run setting like --seed.")] = 1,
+    dry_run: Annotated[bool, typer.Option(help="List the cells (and which are already done) without running them.")] = False,
+    rerun_changed: Annotated[bool, typer.Option(help="Replace stored cells of methods whose settings (checkpoint, weights) changed; all cells if --threads-per-cell changed.")] = False,
+    allow_failures: Annotated[bool, typer.Option(help="Exit 0 even when cells of this run failed (they are stored as failed rows either way).")] = False,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Evaluate methods on every task and fold of a suite; rerun the same command to resume.
+
+    Exit status: 0 done, 1 cells of this run failed (rerun to retry them; see --allow-failures),
+    2 bad input, 130 interrupted (Ctrl-C or SIGTERM; rerun to resume)."""
+    from ..backends import LocalBackend, check_backend_options, make_backend
+    from ..evaluate import EvaluateConfig
+    from ..evaluate import evaluate as run_evaluation
+
+    config = EvaluateConfig(
+        suite=suite, methods=_method_list(methods), folds=None if folds is None else int_list(folds, "--folds"),
+        ensembles=int_list(ensembles, "--ensembles"), seed=seed,
+        openml_cache=None if openml_cache is None else str(openml_cache),
+        tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
+        equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
+        threads_per_cell=threads_per_cell,
+    )
+    out = out or Path("results") / Path(suite).stem
+    check_backend_options(jobs, scheduler)
+    if jobs is None and device != "cpu":
+        jobs = 1  # one process owns the GPU rather than one CUDA context per core
+    try:
+        with stop_on_sigterm(), LocalBackend() if dry_run else make_backend(jobs, scheduler, threads_per_cell) as backend:
+            summary = run_evaluation(
+                config, out, backend=backend, dry_run=dry_run, progress=progress, console=output.errors,
+                rerun_changed=rerun_changed,
+            )
+    except KeyboardInterrupt:
+        output.errors.print(f"[yellow]interrupted:[/yellow] every finished cell is stored in {escape(str(out))}; "
+                            "rerun the same command to resume", highlight=False)
+        raise typer.Exit(code=130) from None
+    _print_summary(summary, out, dry_run)
+    if summary.counts["failed"] and not dry_run and not allow_failures:
+        raise typer.Exit(code=1)
+
+
+def _print_summary(summary, out: Path, dry_run: bool) -> None:
+    """What ``evaluate`` did (or, dry, would do): damaged cells, unavailable tasks, counts."""
+    if summary.damaged:
+        output.errors.print(f"[yellow]{len(summary.damaged)} stored cells were damaged and "
+                            f"{'will be' if dry_run else 'were'} recomputed[/yellow], e.g. "
+                            f"{escape(next(iter(summary.damaged.values())))}", highlight=False)
+    for task_id, message in summary.task_errors.items():
+        output.errors.print(f"[yellow]task {task_id} unavailable:[/yellow] {escape(message)}", highlight=False)
+    if dry_run:
+        done = {cell.key for cell in summary.cells} - {cell.key for cell in summary.pending}
+        table = output.table("task", "fold", "method", "variant", "state",
+                             title=f"{len(summary.cells)} cells, {len(summary.pending)} to run")
+        for cell in summary.cells:
+            table.add_row(cell.task_id, str(cell.fold), cell.method, cell.variant, "done" if cell.key in done else "pending")
+        output.console.print(table)
+        return
+    written = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts.items())) or "nothing new"
+    output.console.print(f"{len(summary.cells)} cells ({len(summary.cells) - len(summary.pending)} already done); "
+                         f"this run: {written}")
+    output.console.print(f"results in {out}/results.csv")
+    if summary.counts["failed"]:
+        output.errors.print(f"[red]{summary.counts['failed']} cells of this run failed[/red]: see the reason column of "
+                            f"{escape(str(out))}/results.csv and {escape(str(out))}/tracebacks/; rerun the command to "
+                            "retry them", highlight=False)
+
+
+def download(
+    suite: Annotated[Optional[str], typer.Option(help="gt10, le10 or a suite file (.toml/.yaml); its OpenML tasks are fetched (demo tasks need none).")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="The OpenML cache to fill (created if missing); give it to `evaluate --openml-cache` later.")] = None,
+    tasks: Annotated[Optional[str], typer.Option(help="Only these OpenML task ids, e.g. 5,7,41 (of the suite, if one is given).")] = None,
+    verify: Annotated[Optional[Path], typer.Option(help="Check this cache offline instead (files parse, 10 folds cover every row once, classes); the tasks of --suite/--tasks, default all it holds.")] = None,
+    server: Annotated[str, typer.Option(help="OpenML REST API to fetch from (a mirror or a local server).")] = "https://www.openml.org/api/v1/xml",
+    retries: Annotated[int, typer.Option(help="Further attempts at a task after a transient error (connection, timeout, 5xx), with doubling waits.")] = 4,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to connect or send data.")] = 60.0,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Fetch a suite's OpenML tasks into a portable cache (resumable), or --verify a cache offline."""
+    from ..cache_check import cached_task_ids, check_cache, fix_command
+    from ..download import DownloadOptions, download_tasks, select_tasks, tasks_table
+
+    task_list = None if tasks is None else [str(task_id) for task_id in int_list(tasks, "--tasks")]
+    if verify is not None:
+        if cache is not None:
+            raise InvalidInputError("--verify names the cache to check; leave out --cache")
+        if not (verify / "org").is_dir():
+            raise InvalidInputError(f"{str(verify)!r} is not an OpenML cache (no org/ folder inside); pass the folder given to --cache")
+        task_ids = select_tasks(suite, task_list) if suite or task_list else cached_task_ids(verify)
+        checks = check_cache(verify, [task_id for task_id in task_ids if not task_id.startswith("demo-")])
+    else:
+        if cache is None:
+            raise InvalidInputError("--cache DIR is required: the folder to download into (or pass --verify DIR)")
+        options = DownloadOptions(server=server, retries=retries, timeout_s=timeout)
+        summary = download_tasks(select_tasks(suite, task_list), cache, options, progress=progress, console=output.errors)
+    if verify is not None:
+        output.console.print(tasks_table([(check, check.status) for check in checks], f"{len(checks)} tasks in {verify}"))
+        bad = [check for check in checks if not check.ok]
+        for check in bad:
+            output.console.print(f"[red]task {check.task_id}[/red]: {escape(check.describe())}", highlight=False)
+        if bad:
+            output.console.print(f"fix: {escape(fix_command(verify, [check.task_id for check in bad]))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(code=1)
+        output.console.print(f"all {len(checks)} tasks complete; evaluate offline with --openml-cache {escape(str(verify))}")
+        return
+    output.console.print(tasks_table([(result.check, result.status) for result in summary.results], f"{cache}"))
+    for result in summary.results:
+        if result.error:
+            output.console.print(f"[red]task {result.check.task_id}[/red]: {escape(result.error)}", highlight=False)
+    if summary.failed:
+        output.console.print(f"[red]missing tasks[/red]: {', '.join(summary.failed)}; rerun the same command to retry them "
+                             "(what is complete is kept)", highlight=False)
+        raise typer.Exit(code=1)
+    output.console.print(f"cache complete; check it with `equibench download --verify {escape(str(cache))}`, "
+                         f"use it with `equibench evaluate --openml-cache {escape(str(cache))}`", highlight=False)
+
+
+def methods_data() -> list[dict]:
+    """What `equibench methods` reports, as plain data."""
+    import importlib.util
+
+    from ..baselines.registry import METHODS
+
+    needs = {"xgboost": ("xgboost", "xgboost-cpu"), "rtdl-resnet": ("rtdl_revisiting_models", "rtdl-revisiting-models"),
+             "rtdl-mlp": ("rtdl_revisiting_models", "rtdl-revisiting-models"), "tabnet": ("pytorch_tabnet", "pytorch-tabnet"),
+             "tabpfn-v1": ("tabpfn", "tabpfn<2"), "tabpfn-v2": ("tabpfn", "tabpfn>=2")}
+    rows = []
+    for spec in METHODS.values():
+        module, pip_name = needs.get(spec.name, (None, None))
+        missing = module is not None and importlib.util.find_spec(module) is None
+        rows.append({
+            "method": spec.name, "label": spec.label, "variants": "ensemble sizes" if spec.ensembles else "default",
+            "ready": not missing, "install": f"pip install \"{pip_name}\"" if missing else None,
+            "needs_weights": spec.name.startswith("tabpfn-v"),
+        })
+    return rows
+
+
+def methods(as_json: JsonOption = False) -> None:
+    """The methods `equibench evaluate` can run, and whether each can run here."""
+    rows = methods_data()
+    if as_json:
+        output.print_json(rows)
+        return
+    table = output.table("method", "label", "variants", "status")
+    for row in rows:
+        status = f"[yellow]needs {escape(row['install'])}[/yellow]" if row["install"] else "[green]ready[/green]"
+        if row["needs_weights"]:
+            status += " (and --tabpfn-weights)"
+        table.add_row(row["method"], row["label"], row["variants"], status)
+    output.console.print(table)
+
+
+def suites(as_json: JsonOption = False) -> None:
+    """The built-in task suites, with all their task ids."""
+    from ..suites import BUILTIN_SUITES
+
+    if as_json:
+        output.print_json([{"suite": s.name, "tasks": len(s.task_ids), "task_ids": list(s.task_ids)} for s in BUILTIN_SUITES.values()])
+        return
+    table = output.table("suite", "tasks", "task ids")
+    for suite in BUILTIN_SUITES.values():
+        table.add_row(suite.name, str(len(suite.task_ids)), ", ".join(suite.task_ids))
+    output.console.print(table)

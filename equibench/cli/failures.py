@@ -1,0 +1,78 @@
+"""The one place where errors become what a shell user sees: a single ``error:`` line on
+stderr, with the library's parameter names written as the command's flags, and an exit
+status. Commands let errors through; :class:`CommandGroup`, the app's group, catches them.
+"""
+
+from __future__ import annotations
+
+import re
+
+import typer
+from rich.markup import escape
+from typer.core import TyperGroup, TyperOption
+
+from ..errors import EquibenchError, FolderInUseError, InvalidInputError
+from . import output
+
+#: Exit status by error class, first match wins: 2 for what the user changes in the command
+#: (bad input; an output folder that another run holds), 1 for any other deliberate failure
+#: (a diverged training, something unavailable). Other exceptions are bugs: a traceback.
+EXIT_CODES = ((InvalidInputError, 2), (ValueError, 2), (OSError, 2), (FolderInUseError, 2), (EquibenchError, 1))
+
+#: Library parameters whose option has another name (same meaning and unit).
+OPTION_NAMES = {"timeout_s": "timeout", "n_layers": "layers", "n_heads": "heads"}
+
+_OS_ADVICE = {
+    PermissionError: "choose a folder you can write to, or fix its permissions",
+    IsADirectoryError: "pass a file path, not a folder",
+    NotADirectoryError: "a part of the path is a file, not a folder: choose another path",
+    FileNotFoundError: "check the path",
+}
+
+
+def exit_code(error: BaseException) -> int | None:
+    """The exit status for ``error``; None when it is not one the CLI reports as a line."""
+    return next((code for kind, code in EXIT_CODES if isinstance(error, kind)), None)
+
+
+def message(error: Exception) -> str:
+    """One line for ``error``; an OSError names its file and what to do."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        advice = _OS_ADVICE.get(type(error), "check the path and free disk space")
+        return f"{error.strerror}: {str(error.filename)!r}; {advice}"
+    return str(error)
+
+
+def with_flags(text: str, command) -> str:
+    """``text`` with the library parameters that are options of ``command`` written as its
+    flags: ``name_with_underscores`` anywhere (``name=True`` as the bare flag), a one-word
+    name only where it opens the message ("jobs must be ..." -> "--jobs must be ...").
+    ``command`` is the (click) command that ran, or None."""
+    if command is None:
+        return text
+    flags = {option.name: option.opts[0] for option in command.params if isinstance(option, TyperOption)}
+    flags.update({alias: flags[name] for alias, name in OPTION_NAMES.items() if name in flags})
+    names = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True) if "_" in name)
+    if names:
+        # not inside a path or a longer name ("ModelConfig.n_heads", "runs/nan_prob/model.pt")
+        text = re.sub(rf"(?<![\w./\\-])({names})(?![\w/\\-]|\.\w)(=True\b)?", lambda match: flags[match.group(1)], text)
+    first = re.match(r"\w+\b", text)
+    if first and first.group() in flags and "_" not in first.group():
+        text = flags[first.group()] + text[first.end():]
+    return text
+
+
+class CommandGroup(TyperGroup):
+    """The app's command group: an error of a command it runs (see :data:`EXIT_CODES`)
+    ends the command with one ``error:`` line and its exit status instead of a traceback."""
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except Exception as error:
+            code = exit_code(error)
+            if code is None:
+                raise
+            command = self.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
+            output.errors.print(f"[red]error:[/red] {escape(with_flags(message(error), command))}", highlight=False)
+            raise typer.Exit(code=code) from None

@@ -1,0 +1,159 @@
+"""Commands of the pretraining workflow: ``pretrain``, ``export``, ``curves`` and
+``prior preview``."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InvalidInputError
+from . import output
+
+#: Mirrors equibench.model.SIZES (checked by a test) so that the CLI need not import torch.
+SIZE_NAMES = ("tiny", "small", "medium", "base")
+#: Mirrors equibench.pretrain.SCHEDULES (checked by a test), for the same reason.
+SCHEDULE_NAMES = ("cosine", "wsd", "schedule-free")
+
+Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
+_ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
+Size = Enum("Size", {name: name for name in SIZE_NAMES}, type=str)
+Schedule = Enum("Schedule", {name: name for name in SCHEDULE_NAMES}, type=str)
+WeightsDtype = Enum("WeightsDtype", {name: name for name in ("float32", "float16", "bfloat16")}, type=str)
+
+
+def _parse_curriculum(text: str | None) -> tuple[tuple[int, int], ...]:
+    """``"STEP:ROWS,STEP:ROWS"`` as ((step, rows), ...)."""
+    if not text:
+        return ()
+    try:
+        return tuple((int(step), int(rows)) for step, rows in (entry.split(":") for entry in text.split(",")))
+    except ValueError:
+        raise InvalidInputError(
+            f"--rows-curriculum takes 'STEP:ROWS,STEP:ROWS' with whole numbers (e.g. '1:128,2001:384'), got {text!r}"
+        ) from None
+
+
+def pretrain(
+    out: Annotated[Path, typer.Option(help="Output directory (train_state.pt, model.pt, log.jsonl).")],
+    arch: Annotated[Arch, typer.Option(help="equitabpfn, or tabpfn (= tabpfn-star, the non-equivariant model).")] = "equitabpfn",
+    size: Annotated[Size, typer.Option(help="Named model size.")] = "small",
+    steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 1000,
+    batch_size: Annotated[int, typer.Option(help="Datasets per micro-batch (per process).")] = 8,
+    grad_accumulation: Annotated[int, typer.Option(help="Micro-batches per optimizer step.")] = 1,
+    rows: Annotated[int, typer.Option(help="Rows per synthetic dataset (train + test).")] = 1152,
+    nan_prob: Annotated[float, typer.Option(help="Share of prior datasets given missing values.")] = 0.0,
+    lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 1e-4,
+    warmup_steps: Annotated[int, typer.Option(help="Linear warm-up steps before the cosine decay.")] = 100,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.0,
+    grad_clip: Annotated[float, typer.Option(help="Clip the gradient norm at this value.")] = 1.0,
+    adam_beta2: Annotated[float, typer.Option(help="Adam's second-moment decay beta2.")] = 0.999,
+    schedule: Annotated[Schedule, typer.Option(help="Learning-rate schedule after the warm-up: cosine decay, warm-up-stable-decay (wsd), or schedule-free AdamW (no horizon).")] = "cosine",
+    decay_fraction: Annotated[float, typer.Option(help="wsd: share of the steps in the final cool-down.")] = 0.2,
+    rows_curriculum: Annotated[Optional[str], typer.Option(help="Short-to-long curriculum 'STEP:ROWS,...': from STEP on, datasets have ROWS rows (before the first STEP, --rows).")] = None,
+    tree_fraction: Annotated[float, typer.Option(help="Share of prior datasets whose target is a sum of random axis-aligned trees (0: the paper's v1 prior).")] = 0.0,
+    max_classes: Annotated[int, typer.Option(help="Most classes of a prior dataset (TabPFN* takes at most 10).")] = 10,
+    p_binary: Annotated[float, typer.Option(help="Share of prior batches with two classes.")] = 0.5,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (default: on for CUDA only).")] = None,
+    seed: Annotated[int, typer.Option(help="Seeds the model init and the prior stream.")] = 0,
+    checkpoint_every: Annotated[int, typer.Option(help="Steps between atomic checkpoints.")] = 100,
+    validate_every: Annotated[int, typer.Option(help="Steps between validations.")] = 200,
+    validation_batches: Annotated[int, typer.Option(help="Fixed prior batches used for validation.")] = 8,
+    bundled_validation: Annotated[bool, typer.Option(help="Also validate on iris, wine, breast_cancer, digits.")] = True,
+    resume: Annotated[bool, typer.Option(help="Continue the run saved in --out exactly.")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Start a new run in --out, replacing the model.pt, config.json, log.jsonl and train_state.pt there.")] = False,
+    d_model: Annotated[Optional[int], typer.Option(help="Override the size's width.")] = None,
+    layers: Annotated[Optional[int], typer.Option(help="Override the size's layer count.")] = None,
+    heads: Annotated[Optional[int], typer.Option(help="Override the size's attention heads.")] = None,
+    mlp_hidden: Annotated[Optional[int], typer.Option(help="Override the size's MLP width.")] = None,
+    norm_first: Annotated[Optional[bool], typer.Option("--pre-ln/--post-ln", help="Pre- or post-LayerNorm blocks (default: the size's, post-LN as in the paper).")] = None,
+    qk_norm: Annotated[Optional[bool], typer.Option("--qk-norm/--no-qk-norm", help="RMS-normalise queries and keys (default: the size's, off).")] = None,
+    init_from: Annotated[Optional[Path], typer.Option(help="Start from this checkpoint's weights (continued pretraining; same arch and size).")] = None,
+    time_limit: Annotated[Optional[float], typer.Option(help="Minutes: stop, checkpointed, before a step would end later (for wall-time limits); continue with --resume.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes)."""
+    from ..pretrain import TrainConfig
+    from ..pretrain import pretrain as run_pretraining
+    from ..prior import PriorConfig
+
+    overrides = {
+        key: value
+        for key, value in {"d_model": d_model, "n_layers": layers, "n_heads": heads, "mlp_hidden": mlp_hidden,
+                           "norm_first": norm_first, "qk_norm": qk_norm}.items()
+        if value is not None
+    }
+    curriculum = _parse_curriculum(rows_curriculum)
+    config = TrainConfig(
+        arch=_ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value), size=Size(size).value, steps=steps, batch_size=batch_size,
+        grad_accumulation=grad_accumulation, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
+        grad_clip=grad_clip, adam_beta2=adam_beta2, schedule=Schedule(schedule).value,
+        decay_fraction=decay_fraction, rows_curriculum=curriculum, seed=seed, device=device, amp=amp, checkpoint_every=checkpoint_every, validate_every=validate_every,
+        validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
+        init_from=None if init_from is None else str(init_from),
+    )
+    prior = PriorConfig(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction, max_classes=max_classes,
+                        p_binary=p_binary)
+    if time_limit is not None and not time_limit > 0:
+        raise InvalidInputError(f"--time-limit takes a positive number of minutes, got {time_limit}")
+    if resume and overwrite:
+        raise InvalidInputError("--resume continues the run in --out and --overwrite replaces it: pass one of them")
+    outcome = run_pretraining(
+        config, prior, out, resume=resume, progress=progress,
+        time_limit_s=None if time_limit is None else 60 * time_limit, overwrite=overwrite,
+    )
+    if outcome.finished:
+        output.console.print(f"model written to {outcome.model_path}")
+    else:
+        output.console.print(
+            f"stopped by --time-limit at step {outcome.step} of {outcome.steps}, checkpointed; {outcome.model_path} "
+            "holds the model so far. Continue with the same command plus --resume."
+        )
+
+
+def export(
+    run_or_checkpoint: Annotated[Path, typer.Argument(help="A pretraining output directory or a model.pt file.")],
+    out: Annotated[Path, typer.Option(help="Destination file, e.g. model/checkpoints/equitabpfn-small.pt.")],
+    weights_dtype: Annotated[WeightsDtype, typer.Option(help="Storage precision of the weights.")] = "float16",
+    overwrite: Annotated[bool, typer.Option(help="Replace --out when it exists.")] = False,
+) -> None:
+    """Copy a trained model into a (smaller) shippable checkpoint, keeping its model card."""
+    from ..model import load_checkpoint, save_checkpoint
+
+    source = run_or_checkpoint / "model.pt" if run_or_checkpoint.is_dir() else run_or_checkpoint
+    if out.is_dir():
+        raise InvalidInputError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'model.pt')!r}")
+    if out.exists() and not overwrite:
+        raise InvalidInputError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")
+    model, card = load_checkpoint(source)
+    path = save_checkpoint(model, out, card, weights_dtype=WeightsDtype(weights_dtype).value)
+    output.console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {card.steps} steps)")
+
+
+def curves(
+    runs: Annotated[list[Path], typer.Argument(help="Pretraining output directories (label = folder name).")],
+    out: Annotated[Path, typer.Option(help="PNG (or PDF) file to write.")],
+    smoothing: Annotated[int, typer.Option(help="Moving-average window of the training loss (steps).")] = 50,
+) -> None:
+    """Training curves (loss, validation accuracies vs step) of one or more pretraining runs."""
+    from ..pretrain import plot_training_curves
+
+    path = plot_training_curves({run.name: run for run in runs}, out, smoothing=smoothing)
+    output.console.print(f"wrote {path}")
+
+
+def prior_preview(
+    out: Annotated[Path, typer.Option(help="PNG (or PDF) file to write.")],
+    rows: Annotated[int, typer.Option(help="Rows per synthetic dataset.")] = 1152,
+    seed: Annotated[int, typer.Option(help="Seed of the sampled batches.")] = 0,
+    batches: Annotated[int, typer.Option(help="Batches sampled for the distributions.")] = 64,
+) -> None:
+    """A figure of sampled datasets (2-D projections by class) and the K, F and class-balance distributions."""
+    from ..prior import PriorConfig
+    from ..prior_preview import preview_prior
+
+    path = preview_prior(out, PriorConfig(rows=rows), seed=seed, n_batches=batches)
+    output.console.print(f"wrote {path}")

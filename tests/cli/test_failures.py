@@ -1,0 +1,87 @@
+"""The one error mapping: every deliberate error of a command is one ``error:`` line with
+the library's parameters written as flags, and exit status 2 (bad input) or 1 (failure)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from equibench.cli import app
+from equibench.cli.failures import CommandGroup
+from equibench.errors import (
+    FolderInUseError,
+    InvalidInputError,
+    NonFiniteLossError,
+    TaskUnavailableError,
+)
+
+ERRORS = {
+    "bad-count": InvalidInputError("jobs must be at least 1, got 0"),
+    "changed": ValueError("made with threads_per_cell=1, not 2; pass rerun_changed=True to rerun every cell"),
+    "renamed": InvalidInputError("timeout_s must be a positive number of seconds, got 0"),
+    "prose": InvalidInputError("the jobs of this run must be fewer; rows stay as they are"),
+    "path": InvalidInputError("'runs/threads_per_cell/log.jsonl' and 'x.threads_per_cell' are damaged"),
+    "denied": PermissionError(13, "Permission denied", "/no/write"),
+    "in-use": FolderInUseError("'out' is in use by process 7 on host; wait for it to finish"),
+    "unavailable": TaskUnavailableError("task 3 is neither in the cache nor on the server"),
+    "diverged": NonFiniteLossError("step 5: the training loss is nan"),
+}
+
+
+def _app() -> typer.Typer:
+    demo = typer.Typer(cls=CommandGroup)
+
+    @demo.callback()
+    def root() -> None:
+        """A group, as the equibench app is."""
+
+    @demo.command()
+    def run(
+        error: Annotated[str, typer.Option()],
+        jobs: int = 1,
+        threads_per_cell: int = 1,
+        timeout: float = 60.0,
+        rerun_changed: bool = False,
+    ) -> None:
+        raise ERRORS[error]
+
+    return demo
+
+
+@pytest.mark.parametrize("error, code, line", [
+    ("bad-count", 2, "error: --jobs must be at least 1, got 0"),
+    ("changed", 2, "error: made with --threads-per-cell=1, not 2; pass --rerun-changed to rerun every cell"),
+    ("renamed", 2, "error: --timeout must be a positive number of seconds, got 0"),
+    ("prose", 2, "error: the jobs of this run must be fewer; rows stay as they are"),
+    ("path", 2, "error: 'runs/threads_per_cell/log.jsonl' and 'x.threads_per_cell' are damaged"),
+    ("denied", 2, "error: Permission denied: '/no/write'; choose a folder you can write to, or fix its permissions"),
+    ("in-use", 2, "error: 'out' is in use by process 7 on host; wait for it to finish"),
+    ("unavailable", 1, "error: task 3 is neither in the cache nor on the server"),
+    ("diverged", 1, "error: step 5: the training loss is nan"),
+])
+def test_errors_become_one_line_and_an_exit_status(error, code, line):
+    result = CliRunner().invoke(_app(), ["run", "--error", error])
+    assert result.exit_code == code and result.stdout == ""
+    assert result.stderr == line + "\n"
+
+
+def test_other_exceptions_are_bugs_with_a_traceback():
+    ERRORS["bug"] = KeyError("model_")
+    try:
+        result = CliRunner().invoke(_app(), ["run", "--error", "bug"])
+    finally:
+        del ERRORS["bug"]
+    assert isinstance(result.exception, KeyError) and "error:" not in result.output
+
+
+def test_library_parameters_are_named_by_the_flags_of_the_app(tmp_path):
+    result = CliRunner().invoke(app, ["download", "--cache", str(tmp_path / "c"), "--tasks", "5", "--retries", "-1"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "retries" in result.stderr and not result.stderr.startswith("error: retries")  # a leading name is a flag
+    result = CliRunner().invoke(app, ["prior", "preview", "--out", str(tmp_path / "prior.png"), "--rows", "0"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "rows" in result.stderr  # a command of the `prior` group, mapped alike
