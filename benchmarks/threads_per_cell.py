@@ -60,7 +60,7 @@ def main() -> None:
     median = timing.groupby("layout")["wall_s"].median()
     identical = {name: all(table.equals(frames[0]) for table in frames[1:]) for name, frames in tables.items()}
     body = (
-        f"{cores} cores available. Slice: demo suite, folds {args.folds}, methods {args.methods}.\n\n"
+        f"Cores available: {cores}. Slice: demo suite, folds {args.folds}, methods {args.methods}.\n\n"
         + markdown_table(timing.astype(str))
         + f"\n\nMedian wall time: pool {median['pool']:.1f} s, process {median['process']:.1f} s; "
         f"process / pool = **{median['process'] / median['pool']:.2f}x**. Repeats give identical rows: pool "
