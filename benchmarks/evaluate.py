@@ -15,21 +15,17 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 from equibench.baselines.registry import METHODS
+from recording import add_record_flag, publish, section
 
 from equibench.evaluate import EvaluateConfig, evaluate
-from equibench.machine import hardware_description
 from equibench.suites import GT10
 from equibench.tables import markdown_table
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _folds(text: str) -> tuple[int, ...]:
@@ -99,7 +95,7 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS), help="methods timed on the demo suite")
     parser.add_argument("--results", type=Path,
                         help="summarise the >10-class trade-off from this evaluate directory instead of running it")
-    parser.add_argument("--record", action="store_true", help="append the tables to docs/BENCHMARKS.md")
+    add_record_flag(parser)
     args = parser.parse_args()
     sizes = tuple(int(s) for s in args.sizes.split(","))
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,23 +104,16 @@ def main() -> None:
         results = args.results or run_many_class_tasks(work, args.openml_cache, _folds(args.folds), sizes)
         tradeoff = many_class_tradeoff(results, sizes)
     lines = verdict(tradeoff)
-    machine = hardware_description(torch.device("cpu"))
-    text = (
-        f"\n## Evaluation (`benchmarks/evaluate.py`), {datetime.date.today().isoformat()}\n\n"
-        f"Machine: {machine}. Command: `python benchmarks/evaluate.py --folds {args.folds} --sizes {args.sizes}"
-        f"{' --openml-cache ...' if args.openml_cache else ''}{f' --results {args.results}' if args.results else ''}`"
-        + (f" (the trade-off is read from the evaluate run in `{args.results}`)" if args.results else "") + ".\n\n"
-        "Demo suite, fold 0 of the 6 tasks, one process (wall time includes preprocessing):\n\n"
+    body = (
+        (f"The trade-off is read from the evaluate run in `{args.results}`.\n\n" if args.results else "")
+        + "Demo suite, fold 0 of the 6 tasks, one process (wall time includes preprocessing):\n\n"
         + markdown_table(walls.round(1).astype(str))
         + "\n\n>10-class tasks, mean over tasks and folds (time = fit + predict per fold; "
         "TabPFN* variant nR = ECOC redundancy R, EquiTabPFN nM = M ensemble members):\n\n"
         + markdown_table(tradeoff.round(3).astype(str))
-        + "\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
+        + "\n\n" + "\n".join(f"- {line}" for line in lines)
     )
-    print(text)
-    if args.record:
-        with (ROOT / "docs" / "BENCHMARKS.md").open("a") as handle:
-            handle.write(text)
+    publish(section("Evaluation", body), args.record)
 
 
 if __name__ == "__main__":

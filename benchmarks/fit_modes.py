@@ -23,27 +23,12 @@ threads, and the fit_with_cache path (small operations) is penalised most.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
-import resource
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-def _current_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return _peak_mb()
+from isolated import cell, current_rss_mb, peak_rss_mb, run_isolated
+from recording import add_record_flag, publish, section
 
 
 def _forward_predict(classifier, X_test):
@@ -83,7 +68,7 @@ def measure_one(mode: str, n_classes: int, n_train: int, n_test: int, calls: int
         device="cpu", n_estimators=members, random_state=0, batch_size=max(n_test, 1),
         fit_mode="fit_with_cache" if mode == "fit_with_cache" else "low_memory", ignore_pretraining_limits=True,
     )
-    before_fit = _current_mb()
+    before_fit = current_rss_mb()
     started = time.perf_counter()
     classifier.fit(X, y)
     fit_s = time.perf_counter() - started
@@ -97,7 +82,7 @@ def measure_one(mode: str, n_classes: int, n_train: int, n_test: int, calls: int
     cpu_s = time.process_time() - cpu_started
     cache_mb = sum(c.nbytes() for c in getattr(classifier, "contexts_", [])) / 2**20
     return {"fit_s": fit_s, "predict_s": sum(times), "predict_cpu_s": cpu_s, "first_predict_s": times[0],
-            "peak_mb": max(_peak_mb() - before_fit, 0.0), "cache_mb": cache_mb,
+            "peak_mb": max(peak_rss_mb() - before_fit, 0.0), "cache_mb": cache_mb,
             "proba_checksum": float(np.asarray(proba).sum())}
 
 
@@ -109,27 +94,82 @@ def permutation_importance_wine(mode: str, repeats: int) -> dict:
     from equibench import EquiTabPFNClassifier
 
     X, y = load_wine(return_X_y=True)
-    before = _current_mb()
+    before = current_rss_mb()
     started = time.perf_counter()
     classifier = EquiTabPFNClassifier(device="cpu", random_state=0, fit_mode=mode).fit(X, y)
     result = permutation_importance(classifier, X, y, n_repeats=repeats, random_state=0)
-    return {"seconds": time.perf_counter() - started, "peak_mb": max(_peak_mb() - before, 0.0),
+    return {"seconds": time.perf_counter() - started, "peak_mb": max(peak_rss_mb() - before, 0.0),
             "top_feature": int(result.importances_mean.argmax())}
 
 
-def run_isolated(kind: str, **spec) -> dict:
-    command = [sys.executable, __file__, "--one", json.dumps({"kind": kind, **spec})]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    if done.returncode != 0:
-        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+def measure(kind: str, **spec) -> dict:
+    result = run_isolated(__file__, {"kind": kind, **spec})
     print(f"{kind} {spec} -> {result}", file=sys.stderr)
     return result
 
 
+def speed_up(results: dict[str, dict], mode: str, reference: str, key: str) -> str:
+    """How many times less ``key`` (seconds) ``mode`` took than ``reference``, where both ran."""
+    if key in results[mode] and key in results[reference]:
+        return f"{results[reference][key] / results[mode][key]:.1f}x"
+    return ""
+
+
+def repeated_predict_lines() -> list[str]:
+    """1. Fit once, predict many: the three predict paths."""
+    spec = dict(n_classes=3, n_train=1000, n_test=100, calls=10, members=4)
+    results = {mode: measure("predict", mode=mode, **spec) for mode in ("forward", "low_memory", "fit_with_cache")}
+    lines = [
+        "10 predict calls of 100 rows on a fitted model, 1000 context rows, K=3, 10 features, 4 members:",
+        "",
+        "| predict path | fit (s) | 10 predicts (s) | peak (MB) | cache (MB) | speed-up vs forward |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for mode, result in results.items():
+        lines.append(f"| {mode} | {cell(result, 'fit_s', '.2f')} | {cell(result, 'predict_s', '.2f')} | "
+                     f"{cell(result, 'peak_mb', '.0f')} | {cell(result, 'cache_mb', '.0f')} | "
+                     f"{speed_up(results, mode, 'forward', 'predict_s')} |")
+    return lines
+
+
+def importance_lines(repeats: int) -> list[str]:
+    """Permutation importance with and without the cache."""
+    results = {mode: measure("importance", mode=mode, repeats=repeats) for mode in ("low_memory", "fit_with_cache")}
+    lines = [
+        f"`sklearn.inspection.permutation_importance` on wine (n_repeats={repeats}, default 4 members, "
+        "fit included):",
+        "",
+        "| fit_mode | seconds | peak (MB) | speed-up |",
+        "|---|---:|---:|---:|",
+    ]
+    for mode, result in results.items():
+        lines.append(f"| {mode} | {cell(result, 'seconds', '.2f')} | {cell(result, 'peak_mb', '.0f')} | "
+                     f"{speed_up(results, mode, 'low_memory', 'seconds')} |")
+    return lines
+
+
+def large_k_lines(skip_forward_k1000: bool) -> list[str]:
+    """2. Large K in bounded memory: one predict call."""
+    large = [("K=200, 600 context rows, 100 test rows, 4 members", dict(n_classes=200, n_train=600, n_test=100, calls=1, members=4)),
+             ("K=1000, 1000 context rows, 100 test rows, 1 member", dict(n_classes=1000, n_train=1000, n_test=100, calls=1, members=1))]
+    lines = [
+        "Large K, one predict call (one test batch):",
+        "",
+        "| configuration | predict path | predict (s) | peak (MB) |",
+        "|---|---|---:|---:|",
+    ]
+    for label, spec in large:
+        for mode in ("forward", "low_memory"):
+            if mode == "forward" and spec["n_classes"] == 1000 and skip_forward_k1000:
+                continue
+            result = measure("predict", mode=mode, **spec)
+            lines.append(f"| {label} | {mode} | {cell(result, 'predict_s', '.2f')} | {cell(result, 'peak_mb', '.0f')} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--record", action="store_true", help="append the tables to docs/BENCHMARKS.md")
+    add_record_flag(parser)
     parser.add_argument("--skip-forward-k1000", action="store_true", help="leave out the forward run at K=1000 (7+ GB)")
     parser.add_argument("--importance-repeats", type=int, default=5)
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -139,74 +179,18 @@ def main() -> None:
         kind = spec.pop("kind")
         print(json.dumps(measure_one(**spec) if kind == "predict" else permutation_importance_wine(**spec)))
         return
-
-    import torch
-
-    from equibench.machine import cpu_name
-
-    def fmt(result, key, spec=".2f"):
-        return format(result[key], spec) if key in result else result.get("error", "")
-
     lines = [
-        f"### Fit modes: fit once / predict many, large K ({datetime.date.today().isoformat()})",
-        "",
-        f"Machine: {cpu_name()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
-        f"Python {platform.python_version()}; packaged equitabpfn-small checkpoint, float32. Command: "
-        f"`python benchmarks/fit_modes.py`. Peak = extra resident memory from before fit to the end "
+        "Packaged equitabpfn-small checkpoint, float32. Peak = extra resident memory from before fit to the end "
         "(includes the cache). Every row ran in its own process, all in one run of the script, on a machine "
         "shared with other jobs: ratios are from that one run, absolute times swing with the load.",
         "",
+        *repeated_predict_lines(),
+        "",
+        *importance_lines(args.importance_repeats),
+        "",
+        *large_k_lines(args.skip_forward_k1000),
     ]
-    # 1. fit once, predict many
-    repeated = dict(n_classes=3, n_train=1000, n_test=100, calls=10, members=4)
-    results = {mode: run_isolated("predict", mode=mode, **repeated) for mode in ("forward", "low_memory", "fit_with_cache")}
-    lines += [
-        "10 predict calls of 100 rows on a fitted model, 1000 context rows, K=3, 10 features, 4 members:",
-        "",
-        "| predict path | fit (s) | 10 predicts (s) | peak (MB) | cache (MB) | speed-up vs forward |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for mode, result in results.items():
-        ratio = (f"{results['forward']['predict_s'] / result['predict_s']:.1f}x"
-                 if "predict_s" in result and "predict_s" in results["forward"] else "")
-        lines.append(f"| {mode} | {fmt(result, 'fit_s')} | {fmt(result, 'predict_s')} | {fmt(result, 'peak_mb', '.0f')} | "
-                     f"{fmt(result, 'cache_mb', '.0f')} | {ratio} |")
-    importance = {mode: run_isolated("importance", mode=mode, repeats=args.importance_repeats)
-                  for mode in ("low_memory", "fit_with_cache")}
-    lines += [
-        "",
-        f"`sklearn.inspection.permutation_importance` on wine (n_repeats={args.importance_repeats}, default 4 members, "
-        "fit included):",
-        "",
-        "| fit_mode | seconds | peak (MB) | speed-up |",
-        "|---|---:|---:|---:|",
-    ]
-    for mode, result in importance.items():
-        ratio = (f"{importance['low_memory']['seconds'] / result['seconds']:.1f}x"
-                 if "seconds" in result and "seconds" in importance["low_memory"] else "")
-        lines.append(f"| {mode} | {fmt(result, 'seconds')} | {fmt(result, 'peak_mb', '.0f')} | {ratio} |")
-    # 2. large K in bounded memory
-    large = [("K=200, 600 context rows, 100 test rows, 4 members", dict(n_classes=200, n_train=600, n_test=100, calls=1, members=4)),
-             ("K=1000, 1000 context rows, 100 test rows, 1 member", dict(n_classes=1000, n_train=1000, n_test=100, calls=1, members=1))]
-    lines += [
-        "",
-        "Large K, one predict call (one test batch):",
-        "",
-        "| configuration | predict path | predict (s) | peak (MB) |",
-        "|---|---|---:|---:|",
-    ]
-    for label, spec in large:
-        for mode in ("forward", "low_memory"):
-            if mode == "forward" and spec["n_classes"] == 1000 and args.skip_forward_k1000:
-                continue
-            result = run_isolated("predict", mode=mode, **spec)
-            lines.append(f"| {label} | {mode} | {fmt(result, 'predict_s')} | {fmt(result, 'peak_mb', '.0f')} |")
-    lines.append("")
-    table = "\n".join(lines)
-    print(table)
-    if args.record:
-        with (ROOT / "docs" / "BENCHMARKS.md").open("a") as handle:
-            handle.write("\n" + table)
+    publish(section("Fit modes: fit once / predict many, large K in bounded memory", "\n".join(lines)), args.record)
 
 
 if __name__ == "__main__":

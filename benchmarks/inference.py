@@ -12,27 +12,12 @@ torch's own float32 matmul GFLOP/s measured in the same run.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
-import resource
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-def _current_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return _rss_mb()
+from isolated import cell, current_rss_mb, peak_rss_mb, run_isolated
+from recording import add_record_flag, publish, section
 
 
 def _cpu_attention_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
@@ -62,13 +47,13 @@ def measure_one(arch: str, size: str, n_classes: int, n_train: int, n_test: int,
     classifier = classifier_class(checkpoint=model, n_estimators=1, device="cpu", batch_size=n_test, random_state=0)
     classifier.fit(X[:n_train], y)
     classifier.predict_proba(X[n_train:])  # warm-up (kernel selection for these shapes)
-    baseline = _current_rss_mb()
+    baseline = current_rss_mb()
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
         classifier.predict_proba(X[n_train:])
         times.append(time.perf_counter() - started)
-    peak = _rss_mb()
+    peak = peak_rss_mb()
     attention = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
     with FlopCounterMode(display=False, custom_mapping={attention: _cpu_attention_flops}) as counter:
         classifier.predict_proba(X[n_train:])
@@ -96,37 +81,8 @@ def _timed(fn) -> float:
     return time.perf_counter() - started
 
 
-def run_isolated(**spec) -> dict:
-    """measure_one in a fresh interpreter; returns its result, or the failure."""
-    command = [sys.executable, __file__, "--one", json.dumps(spec)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    if done.returncode != 0:
-        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="small,base")
-    parser.add_argument("--classes", default="2,10,26,100,1000")
-    parser.add_argument("--train-rows", default="100,1000,3000")
-    parser.add_argument("--k-sweep-train-rows", type=int, default=1000, help="train rows of the K sweep")
-    parser.add_argument("--test-rows", type=int, default=100)
-    parser.add_argument("--features", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--max-seconds", type=float, default=120.0,
-                        help="skip a configuration whose predicted time (linear in tokens) exceeds this")
-    parser.add_argument("--record", action="store_true", help="append the tables to docs/BENCHMARKS.md")
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.one:
-        print(json.dumps(measure_one(**json.loads(args.one), repeats=args.repeats)))
-        return
-
-    import torch
-
-    from equibench.machine import cpu_name
-
+def sweep(args: argparse.Namespace) -> list[tuple]:
+    """Every configuration of the run, each in its own process: (arch, size, K, train rows, result)."""
     rows = []
 
     def add(arch, size, n_classes, n_train, previous=None):
@@ -136,8 +92,8 @@ def main() -> None:
             if predicted > args.max_seconds:
                 rows.append((arch, size, n_classes, n_train, {"error": f"skipped: predicted {predicted:.0f} s"}))
                 return previous
-        result = run_isolated(arch=arch, size=size, n_classes=n_classes, n_train=n_train,
-                              n_test=args.test_rows, n_features=args.features)
+        result = run_isolated(__file__, dict(arch=arch, size=size, n_classes=n_classes, n_train=n_train,
+                                             n_test=args.test_rows, n_features=args.features, repeats=args.repeats))
         rows.append((arch, size, n_classes, n_train, result))
         print(f"{arch:12s} {size:6s} K={n_classes:<5d} N={n_train:<5d} {result}", file=sys.stderr)
         return (result, tokens)
@@ -151,15 +107,11 @@ def main() -> None:
                 add("equitabpfn", size, 10, n_train)
         for n_classes in (2, 10):
             add("tabpfn-star", size, n_classes, args.k_sweep_train_rows)
+    return rows
 
-    def cell(result, key, fmt):
-        return format(result[key], fmt) if key in result else result.get("error", "")
 
+def report(rows: list[tuple], args: argparse.Namespace) -> str:
     lines = [
-        f"### Inference on CPU ({datetime.date.today().isoformat()})",
-        "",
-        f"Machine: {cpu_name()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
-        f"Python {platform.python_version()}. Command: `python benchmarks/inference.py`. "
         f"predict_proba of {args.test_rows} test rows, {args.features} features, n_estimators=1, float32, "
         f"best of {args.repeats}; peak = extra resident memory during predict_proba; "
         "% of matmul = the model's GFLOP/s over torch's float32 2048^3 matmul GFLOP/s measured "
@@ -184,12 +136,28 @@ def main() -> None:
             }
             if len(found) == 2:
                 ratios.append(f"{size} K={n_classes}: {found['equitabpfn']['seconds'] / found['tabpfn-star']['seconds']:.1f}x")
-    lines += ["", "EquiTabPFN / TabPFN* time at K <= 10 (same size, same rows): " + ", ".join(ratios) + ".", ""]
-    table = "\n".join(lines)
-    print(table)
-    if args.record:
-        with (ROOT / "docs" / "BENCHMARKS.md").open("a") as handle:
-            handle.write("\n" + table)
+    lines += ["", "EquiTabPFN / TabPFN* time at K <= 10 (same size, same rows): " + ", ".join(ratios) + "."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="small,base")
+    parser.add_argument("--classes", default="2,10,26,100,1000")
+    parser.add_argument("--train-rows", default="100,1000,3000")
+    parser.add_argument("--k-sweep-train-rows", type=int, default=1000, help="train rows of the K sweep")
+    parser.add_argument("--test-rows", type=int, default=100)
+    parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-seconds", type=float, default=120.0,
+                        help="skip a configuration whose predicted time (linear in tokens) exceeds this")
+    add_record_flag(parser)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure_one(**json.loads(args.one))))
+        return
+    publish(section("Inference on CPU", report(sweep(args), args)), args.record)
 
 
 if __name__ == "__main__":

@@ -3,21 +3,17 @@
 
     python benchmarks/prior.py                          # CPU (+ CUDA if available), 1024 rows
     python benchmarks/prior.py --device cpu --batch-size 32 --seconds 30
-
-Prints a Markdown table with the machine it ran on.
+    python benchmarks/prior.py --record                 # and append the table to docs/BENCHMARKS.md
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import time
 
 import torch
+from recording import add_record_flag, publish, section
 
-from equibench.machine import cpu_name
 from equibench.prior import PriorConfig, sample_batch
 
 
@@ -37,15 +33,16 @@ def measure(config: PriorConfig, batch_size: int, seconds: float, device: str) -
             "datasets_per_s": n_batches * batch_size / elapsed, "ms_per_batch": 1000 * elapsed / n_batches}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("all", "cpu", "cuda"), default="all",
                         help="'all': CPU, plus CUDA when available (default)")
     parser.add_argument("--rows", type=int, default=1024, help="rows per dataset (default 1024)")
     parser.add_argument("--batch-size", type=int, default=64, help="datasets per batch (default 64)")
     parser.add_argument("--seconds", type=float, default=20.0, help="time per device (default 20)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    args = parser.parse_args(argv)
+    add_record_flag(parser)
+    args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -55,18 +52,15 @@ def main(argv: list[str] | None = None) -> None:
     config = PriorConfig(rows=args.rows)
 
     results = [measure(config, args.batch_size, args.seconds, device) for device in devices]
-    print("### Synthetic prior throughput\n")
-    print(f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    print(f"- CPU: {cpu_name()} ({os.cpu_count()} logical CPUs), torch threads: {torch.get_num_threads()}")
-    if torch.cuda.is_available():
-        print(f"- GPU: {torch.cuda.get_device_name()}")
-    print(f"- torch {torch.__version__}, Python {platform.python_version()}, {platform.system()} {platform.machine()}")
-    print(f"- {args.rows} rows x {config.f_max} features (padded), batch size {args.batch_size}, "
-          f"default PriorConfig, ~{args.seconds:g} s per device after one warm-up batch\n")
-    print("| device | batches | datasets/s | ms/batch |")
-    print("|---|---:|---:|---:|")
-    for r in results:
-        print(f"| {r['device']} | {r['batches']} | {r['datasets_per_s']:.1f} | {r['ms_per_batch']:.0f} |")
+    lines = [
+        f"{args.rows} rows x {config.f_max} features (padded), batch size {args.batch_size}, default PriorConfig, "
+        f"~{args.seconds:g} s per device after one warm-up batch.",
+        "",
+        "| device | batches | datasets/s | ms/batch |",
+        "|---|---:|---:|---:|",
+        *(f"| {r['device']} | {r['batches']} | {r['datasets_per_s']:.1f} | {r['ms_per_batch']:.0f} |" for r in results),
+    ]
+    publish(section("Synthetic prior", "\n".join(lines)), args.record)
 
 
 if __name__ == "__main__":

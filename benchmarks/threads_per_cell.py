@@ -14,20 +14,17 @@ It also checks that the repeats of each layout give identical rows (same seed, s
 from __future__ import annotations
 
 import argparse
-import datetime
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-import torch
+from recording import add_record_flag, publish, section
 
 from equibench.backends import LocalBackend, available_cores
 from equibench.evaluate import EvaluateConfig, evaluate
-from equibench.machine import hardware_description
 from equibench.tables import markdown_table
 
-ROOT = Path(__file__).resolve().parents[1]
 METHODS = "knn,linear-model,random-forest,xgboost,equitabpfn,tabpfn-star,mlp,rtdl-resnet,rtdl-mlp,stg"
 METRICS = ["task_id", "fold", "method", "variant", "status", "accuracy", "auc", "f1", "log_loss", "threads"]
 
@@ -44,7 +41,7 @@ def main() -> None:
     parser.add_argument("--folds", default="0", help="folds of the demo suite slice, e.g. 0 or 0,1")
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--repeats", type=int, default=2, help="timed runs of each layout, alternating")
-    parser.add_argument("--record", action="store_true", help="append the results to docs/BENCHMARKS.md")
+    add_record_flag(parser)
     args = parser.parse_args()
     cores = available_cores()
     folds = tuple(int(fold) for fold in args.folds.split(","))
@@ -62,20 +59,14 @@ def main() -> None:
     timing = pd.DataFrame(runs)
     median = timing.groupby("layout")["wall_s"].median()
     identical = {name: all(table.equals(frames[0]) for table in frames[1:]) for name, frames in tables.items()}
-    text = (
-        f"\n## Threads per cell (`benchmarks/threads_per_cell.py`), {datetime.date.today().isoformat()}\n\n"
-        f"Machine: {hardware_description(torch.device('cpu'))}, {cores} cores. Command: `python "
-        f"benchmarks/threads_per_cell.py --folds {args.folds} --repeats {args.repeats}`. Slice: demo suite, folds "
-        f"{args.folds}, methods {args.methods}.\n\n"
+    body = (
+        f"Cores available: {cores}. Slice: demo suite, folds {args.folds}, methods {args.methods}.\n\n"
         + markdown_table(timing.astype(str))
         + f"\n\nMedian wall time: pool {median['pool']:.1f} s, process {median['process']:.1f} s; "
         f"process / pool = **{median['process'] / median['pool']:.2f}x**. Repeats give identical rows: pool "
-        f"{'yes' if identical['pool'] else 'NO'}, process {'yes' if identical['process'] else 'NO'}.\n"
+        f"{'yes' if identical['pool'] else 'NO'}, process {'yes' if identical['process'] else 'NO'}."
     )
-    print(text)
-    if args.record:
-        with (ROOT / "docs" / "BENCHMARKS.md").open("a") as handle:
-            handle.write(text)
+    publish(section("Threads per cell", body), args.record)
 
 
 if __name__ == "__main__":

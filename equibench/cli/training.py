@@ -152,8 +152,7 @@ def prior_preview(
     batches: Annotated[int, typer.Option(help="Batches sampled for the distributions.")] = 64,
 ) -> None:
     """A figure of sampled datasets (2-D projections by class) and the K, F and class-balance distributions."""
-    from ..prior import PriorConfig
-    from ..prior_preview import preview_prior
+    from ..prior import PriorConfig, preview_prior
 
     path = preview_prior(out, PriorConfig(rows=rows), seed=seed, n_batches=batches)
     output.console.print(f"wrote {path}")

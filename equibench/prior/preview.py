@@ -7,7 +7,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .prior import PriorConfig, sample_batch
+from ..errors import InvalidInputError
+from ..figures import save_image
+from .config import PriorConfig
+from .sample import sample_batch
 
 _N_EXAMPLES = 4
 
@@ -34,7 +37,7 @@ def preview_prior(
     from matplotlib.figure import Figure
 
     if n_batches < 1:
-        raise ValueError(f"n_batches must be >= 1, got {n_batches}")
+        raise InvalidInputError(f"n_batches must be >= 1, got {n_batches}")
     generator = torch.Generator().manual_seed(seed)
     batches = [sample_batch(config, batch_size, generator) for _ in range(n_batches)]
     ks = np.array([batch.n_classes for batch in batches])
@@ -86,7 +89,4 @@ def preview_prior(
     ax.set_xlabel("majority-class share of the rows")
     ax.set_ylabel("datasets")
 
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_path, dpi=100)
-    return out_path
+    return save_image(fig, out_path, dpi=100)

@@ -9,35 +9,27 @@ Measured in one run, on one machine:
 3. Data shipping: per task, the client's load from the OpenML cache and the scatter of the
    task to the cluster (what each cell saves by not reading the cache on a worker).
 
-    python benchmarks/distributed.py [--workers 2] [--folds 0-1] [--methods ...] [--openml-cache DIR] [--record]
+    python benchmarks/dask_overhead.py [--workers 2] [--folds 0-1] [--methods ...] [--openml-cache DIR] [--record]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# this file's name would shadow the `distributed` package for `python benchmarks/distributed.py`
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
+import pandas as pd
+from recording import add_record_flag, publish, section
 
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+from equibench.backends import DaskBackend, LocalBackend
+from equibench.cells import Cell
+from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.openml_data import TaskUnavailableError
+from equibench.suites import GT10, load_task
+from equibench.tables import markdown_table
 
-from equibench.backends import DaskBackend, LocalBackend  # noqa: E402
-from equibench.cells import Cell  # noqa: E402
-from equibench.evaluate import EvaluateConfig, evaluate  # noqa: E402
-from equibench.machine import hardware_description  # noqa: E402
-from equibench.openml_data import TaskUnavailableError  # noqa: E402
-from equibench.suites import GT10, load_task  # noqa: E402
-from equibench.tables import markdown_table  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 METHODS = "knn,linear-model,decision-tree,random-forest,xgboost,equitabpfn,tabpfn-star"
 
 
@@ -92,7 +84,7 @@ def main() -> None:
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--openml-cache", help="also measure loading and scattering the gt10 tasks this cache holds")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each backend, alternating")
-    parser.add_argument("--record", action="store_true", help="append the results to docs/BENCHMARKS.md")
+    add_record_flag(parser)
     args = parser.parse_args()
     config = EvaluateConfig("demo", methods=tuple(args.methods.split(",")), folds=_folds(args.folds))
     runs, same = [], True
@@ -123,11 +115,7 @@ def main() -> None:
     timing = pd.DataFrame(runs)
     ratio = timing.ratio.median()
     per_cell_ms = (timing.dask_wall_s - timing.local_wall_s).median() / n_cells * 1e3
-    machine = hardware_description(torch.device("cpu"))
-    text = (
-        f"\n## Distributed evaluation (`benchmarks/distributed.py`), {datetime.date.today().isoformat()}\n\n"
-        f"Machine: {machine}, {os.cpu_count()} cores. Command: `python benchmarks/distributed.py --workers "
-        f"{args.workers} --folds {args.folds} --repeats {args.repeats}{' --openml-cache ...' if args.openml_cache else ''}`. "
+    body = (
         f"Slice: demo suite, folds {args.folds}, {n_cells} cells ({args.methods}), run with `--jobs {args.workers}` "
         f"and `--scheduler local:{args.workers}` alternately. Wall times exclude the cluster start-up "
         "(dask_startup_s); round trip = submit-to-result of a cell that does nothing (median of 200).\n\n"
@@ -135,12 +123,9 @@ def main() -> None:
         + f"\n\nOverhead ratio Dask / local pool (median): **{ratio:.2f}x** (target <= 1.1x); "
         f"{per_cell_ms:+.0f} ms per cell. Same rows and metrics on both backends: {'yes' if same else 'NO'}.\n\n"
         "Data shipping, per task: the client's load from the cache, then one scatter to the cluster:\n\n"
-        + markdown_table(shipping.astype(str)) + "\n"
+        + markdown_table(shipping.astype(str))
     )
-    print(text)
-    if args.record:
-        with (ROOT / "docs" / "BENCHMARKS.md").open("a") as handle:
-            handle.write(text)
+    publish(section("Distributed evaluation", body), args.record)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,28 @@
+"""Synthetic classification prior for pretraining (the TabPFN v1 / MotherNet prior).
+
+A batch holds B datasets of R rows that share one class count K and one train/test split
+point. Each dataset independently (probability ``1 - gp_fraction``) comes from a random MLP
+structural causal model (:mod:`.mlp_scm`), otherwise from a Gaussian process with an RBF
+kernel (:mod:`.gp`). With probability ``tree_fraction`` its target is then replaced by a sum
+of random axis-aligned decision trees over its own features (:mod:`.trees`): the threshold
+structure that real tables often have and smooth MLP/GP functions lack (TabICL and TabPFN v2
+add tree-based SCMs for this).
+
+The continuous target is cut into K classes at K-1 distinct random ranks (every class gets
+rows) and the class ids are randomly permuted (:mod:`.classes`). With probability
+``categorical_batch_prob`` a batch turns a random share of each dataset's features into
+categoricals; optionally values go missing completely at random. Features are then
+normalised with the train rows' statistics (``equibench.normalize``), rescaled by
+``f_max / n_features`` and zero padded to ``f_max`` (:mod:`.features`).
+
+:func:`sample_batch` (:mod:`.sample`) draws a batch; :class:`PriorConfig` holds every knob
+(:mod:`.config`); :func:`preview_prior` draws a one-figure visual check (:mod:`.preview`).
+"""
+
+from __future__ import annotations
+
+from .config import PriorBatch, PriorConfig
+from .preview import preview_prior
+from .sample import sample_batch
+
+__all__ = ["PriorBatch", "PriorConfig", "preview_prior", "sample_batch"]

@@ -1,0 +1,69 @@
+"""Feature post-processing of a batch: categoricals, missing values, normalisation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..normalize import apply_normalization, fit_normalization, rescale_by_used_features
+from .config import PriorConfig
+
+
+def categorize_(
+    x: torch.Tensor, used: torch.Tensor, config: PriorConfig, rng: np.random.Generator, gen: torch.Generator,
+) -> torch.Tensor:
+    """Turn a random share of each dataset's features into categoricals: cut at random row
+    values into a few levels and give the levels a random order."""
+    # x: (B, R, F), used: (B, F) bool -> x
+    device = x.device
+    batch, rows, f = x.shape
+    share = torch.as_tensor(rng.random(batch), device=device, dtype=torch.float32)
+    convert = (torch.rand(batch, f, generator=gen, device=device) < share[:, None]) & used  # (B, F)
+    levels_np = np.round(rng.exponential(config.categorical_mean_levels, (batch, f)))
+    levels = torch.as_tensor(np.clip(levels_np, 2, config.categorical_max_levels).astype(np.int64), device=device)
+    n_cuts = config.categorical_max_levels - 1
+    columns = x.transpose(1, 2).contiguous()  # (B, F, R)
+    cut_rows = torch.randint(0, rows, (batch, f, n_cuts), generator=gen, device=device)
+    cuts = columns.gather(2, cut_rows)
+    cuts = cuts.masked_fill(torch.arange(n_cuts, device=device) >= (levels - 1)[..., None], math.inf)
+    level = torch.searchsorted(cuts.sort(dim=2).values, columns)  # (B, F, R) in [0, levels)
+    order_scores = torch.rand(batch, f, config.categorical_max_levels, generator=gen, device=device)
+    order_scores = order_scores.masked_fill(
+        torch.arange(config.categorical_max_levels, device=device) >= levels[..., None], math.inf)
+    code = order_scores.argsort(dim=2).gather(2, level).to(x.dtype)
+    return torch.where(convert[:, None, :], code.transpose(1, 2), x)
+
+
+def _insert_missing(
+    x: torch.Tensor, used: torch.Tensor, config: PriorConfig, rng: np.random.Generator, gen: torch.Generator,
+) -> torch.Tensor:
+    """With probability ``nan_prob`` a dataset loses a share U(0, nan_max_fraction) of its
+    used values, completely at random; padding never becomes NaN."""
+    # x: (B, R, F), used: (B, F) bool -> x
+    batch_size = x.shape[0]
+    rate = rng.uniform(0.0, config.nan_max_fraction, batch_size) * (rng.random(batch_size) < config.nan_prob)
+    rate_t = torch.as_tensor(rate, dtype=torch.float32, device=x.device)
+    missing = (torch.rand(x.shape, generator=gen, device=x.device) < rate_t[:, None, None]) & used[:, None, :]
+    return x.masked_fill(missing, math.nan)
+
+
+def finish_features(
+    x: torch.Tensor, n_train: int, n_features: torch.Tensor, config: PriorConfig,
+    rng: np.random.Generator, gen: torch.Generator,
+) -> torch.Tensor:
+    """Raw features to model input: scale, maybe categoricals, maybe missing values, then
+    normalise with the train rows' statistics, rescale by ``f_max / n_features`` and zero the
+    padding."""
+    # x: (B, R, f_max) finite, n_features: (B,) -> (B, R, f_max)
+    used = torch.arange(config.f_max, device=x.device)[None] < n_features[:, None]  # (B, F)
+    # z-scores do not depend on a column's scale; bringing |x| <= 1 keeps float32 squares finite
+    x = x / x.abs().amax(dim=1, keepdim=True).clamp(min=torch.finfo(x.dtype).tiny)
+    if rng.random() < config.categorical_batch_prob:
+        x = categorize_(x, used, config, rng, gen)
+    if config.nan_prob > 0:
+        x = _insert_missing(x, used, config, rng, gen)
+    mean, std = fit_normalization(x[:, :n_train])
+    x = rescale_by_used_features(apply_normalization(x, mean, std), n_features, config.f_max)
+    return torch.where(used[:, None, :], x, 0.0)
