@@ -77,13 +77,26 @@ class TrainConfig:
         size_config(self.size, **self.model_overrides)  # validates the overrides
 
 
-def prior_at(step: int, prior: PriorConfig, curriculum: tuple) -> PriorConfig:
-    """The prior of ``step`` (1-based): ``prior`` with the rows of the curriculum entry in force."""
-    rows = prior.rows
+def rows_at(step: int, rows: int, curriculum: tuple) -> int:
+    """The rows per dataset of ``step`` (1-based): those of the curriculum entry in force, else ``rows``."""
     for first_step, entry_rows in curriculum:
         if step >= first_step:
             rows = entry_rows
+    return rows
+
+
+def prior_at(step: int, prior: PriorConfig, curriculum: tuple) -> PriorConfig:
+    """The prior of ``step`` (1-based): ``prior`` with the rows of the curriculum entry in force."""
+    rows = rows_at(step, prior.rows, curriculum)
     return prior if rows == prior.rows else dataclasses.replace(prior, rows=rows)
+
+
+def same_rows_until(step: int, rows: int, curriculum: tuple, other: tuple) -> bool:
+    """Whether two rows curricula give every step up to ``step`` the same rows. A resumed run
+    may then change its curriculum: only the steps still to come see the change, so it equals
+    a run that had the new curriculum from the start."""
+    changes = {1} | {first for first, _ in curriculum + other if first <= step}
+    return all(rows_at(s, rows, curriculum) == rows_at(s, rows, other) for s in changes)
 
 
 def describe_run(config: TrainConfig, prior: PriorConfig, world_size: int) -> dict:
@@ -114,6 +127,9 @@ def changed_settings(saved: dict, current: dict, config: TrainConfig, done_steps
     free = set(_FREE_ON_RESUME)
     if extendable_to(config, saved["train"]["steps"], done_steps):
         free.add("steps")
+    saved_curriculum = tuple(tuple(entry) for entry in saved["train"].get("rows_curriculum", ()))
+    if same_rows_until(done_steps, saved["prior"]["rows"], saved_curriculum, config.rows_curriculum):
+        free.add("rows_curriculum")
     changed = [
         f"{section}.{key}"
         for section in ("train", "prior", "model")

@@ -58,3 +58,17 @@ def test_extending_a_run(tmp_path, schedule, first_steps, extended, allowed):
         return
     pretrain(tiny_config(steps=extended, **changes), PRIOR, tmp_path / "run", resume=True, progress=False)
     assert step_losses(tmp_path / "run") == step_losses(straight)
+
+
+def test_resume_may_change_the_curriculum_of_the_steps_to_come_only(tmp_path):
+    changes = {"schedule": "schedule-free", "checkpoint_every": 2, "validate_every": 100}
+    later = ((5, 48),)  # steps 5 and 6 get 48 rows; steps 1-4 keep the prior's 96
+    straight = tmp_path / "straight"
+    pretrain(tiny_config(rows_curriculum=later, **changes), PRIOR, straight, progress=False)
+    pretrain(tiny_config(steps=4, **changes), PRIOR, tmp_path / "run", progress=False)
+    with pytest.raises(ValueError, match=r"train\.rows_curriculum"):  # would rewrite steps 3 and 4
+        pretrain(tiny_config(rows_curriculum=((3, 48),), **changes), PRIOR, tmp_path / "run", resume=True,
+                 progress=False)
+    pretrain(tiny_config(rows_curriculum=later, **changes), PRIOR, tmp_path / "run", resume=True, progress=False)
+    assert step_losses(tmp_path / "run") == step_losses(straight)
+    assert [r["rows"] for r in log_records(tmp_path / "run") if r["kind"] == "step"] == [96] * 4 + [48] * 2
