@@ -89,7 +89,7 @@ def ensemble_size(variant: str) -> int | None:
     """The ensemble size a stored variant names (the inverse of ``EnsembleSettings.variant``,
     for readers of results that hold only the name); None for other variants."""
     digits = variant.removeprefix(_ENSEMBLE_PREFIX)
-    return int(digits) if digits != variant and digits.isdigit() else None
+    return int(digits) if digits != variant and digits.isdecimal() else None
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -31,6 +31,7 @@ from .outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from .results_store import ResultsStore
 from .run_manifest import MANIFEST, finish_invocation, methods_to_rerun, read_manifest, start_invocation
 from .suites import Suite, load_suite, load_task
+from .user_data import frame_suite
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,22 @@ def evaluate(
             raise
         _run_cells(config, store, run, summary, backend, progress, console)
         return summary
+
+
+def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "frame",
+                   fold_column: str | None = None, backend: CellBackend | None = None, progress: bool = False,
+                   **options) -> EvaluateSummary:
+    """Evaluate methods on a data frame (pandas, polars, ...) with the same protocol, results
+    store and report as ``equibench evaluate``.
+
+    The frame is stored as ``out/data/<name>.parquet`` and a suite file ``out/suite.yaml``
+    naming it is written, so the run can be resumed (call again) and reported
+    (``equibench report --results out``). ``fold_column`` names a column of test folds;
+    ``options`` go to :class:`EvaluateConfig` (``methods``, ``folds``, ``ensembles``,
+    ``seed``, ``device``, ...).
+    """
+    suite = frame_suite(frame, target, Path(out), name, fold_column)
+    return evaluate(EvaluateConfig(suite=str(suite), **options), out, backend=backend, progress=progress)
 
 
 def _empty_rejected(out_dir: Path) -> None:
