@@ -28,6 +28,7 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Pa
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+from equibench.baselines.settings import KNNSettings  # noqa: E402
 
 from equibench.backends import DaskBackend, LocalBackend  # noqa: E402
 from equibench.cells import Cell  # noqa: E402
@@ -58,7 +59,7 @@ def timed_slice(config: EvaluateConfig, backend, out: Path) -> tuple[float, int]
 
 def round_trip_s(backend, n: int = 200) -> float:
     """Median seconds from submit to result of a cell that does nothing."""
-    cell = Cell("bench", "demo-iris", 0, "knn", "default")
+    cell = Cell("bench", "demo-iris", 0, "knn", KNNSettings())
     times = []
     for _ in range(n):
         started = time.perf_counter()

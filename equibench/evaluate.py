@@ -1,6 +1,7 @@
 """`equibench evaluate`: every method on every task and fold of a suite, resumable.
 
-A *cell* is (task, fold, method, variant) (see cells). Workers run cells and return a row and
+A *cell* is (task, fold, method, settings), stored under its settings' variant (see cells
+and baselines.settings). Workers run cells and return a row and
 the test probabilities; only this process writes the results store (see results_store). Cells
 run through a backend (see backends): this process, local worker processes or a Dask cluster.
 """
