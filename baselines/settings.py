@@ -70,6 +70,10 @@ class Settings:
         """What of these settings a run's options set and the numbers depend on (resolved settings)."""
         return {}
 
+    def work(self, n_train: float) -> float:
+        """How much a fit on ``n_train`` rows processes, in train rows (orders cells by cost)."""
+        return n_train
+
 
 @dataclass(frozen=True)
 class EnsembleSettings(Settings):
@@ -84,6 +88,9 @@ class EnsembleSettings(Settings):
     def variants(self, ensembles: tuple[int, ...]) -> list[Settings]:
         return [dataclasses.replace(self, n_estimators=size) for size in ensembles]
 
+    def work(self, n_train: float) -> float:
+        return n_train * self.n_estimators
+
 
 def ensemble_size(variant: str) -> int | None:
     """The ensemble size a stored variant names (the inverse of ``EnsembleSettings.variant``,
@@ -92,7 +99,7 @@ def ensemble_size(variant: str) -> int | None:
     return int(digits) if digits != variant and digits.isdecimal() else None
 
 
-def file_sha256(path: str | os.PathLike) -> str:
+def _file_sha256(path: str | os.PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
@@ -106,7 +113,10 @@ class PFNSettings(EnsembleSettings):
     device: str = "cpu"
 
     def fingerprint(self) -> dict:
-        return {"checkpoint_sha256": file_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows}
+        return {"checkpoint_sha256": _file_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows}
+
+    def work(self, n_train: float) -> float:
+        return min(n_train, self.max_train_rows) * self.n_estimators
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .backends import CellBackend, LocalBackend
 from .baselines.registry import METHODS, method_spec
-from .baselines.settings import EnsembleSettings, MethodOptions, PFNSettings, Settings
+from .baselines.settings import MethodOptions, Settings
 from .cache_check import missing_tasks_message
 from .cells import Cell, CellContext, CellOutcome, failed_row
 from .errors import InvalidInputError, TaskUnavailableError
@@ -73,8 +73,8 @@ def prepared_settings(options: MethodOptions) -> dict[str, Settings]:
 
 def _fingerprint(config: EvaluateConfig, settings: dict[str, Settings], suite: Suite) -> dict:
     """What makes a cell's numbers: the seed, the threads per cell (the order of floating-point
-    reductions), per method the settings the options set (a PFN checkpoint's content, the
-    context cap, the TabPFN weights), and the content of the suite's table files."""
+    reductions), per method the settings the run's options set (see ``Settings.fingerprint``),
+    and the content of the suite's table files."""
     return {"seed": config.seed, "threads_per_cell": config.threads_per_cell,
             "methods": {name: method.fingerprint() for name, method in settings.items()},
             "tables": {spec.task_id: spec.sha256 for spec in suite.files}}
@@ -119,13 +119,10 @@ def plan_cells(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskInfo],
 
 
 def estimated_cost(cell: Cell, info: TaskInfo) -> float:
-    """Relative run time of a cell: n_train x n_classes x ensemble members x the method's
-    measured cost per unit (the PFNs see at most their context cap of train rows)."""
+    """Relative run time of a cell: the train rows its settings process (x ensemble members,
+    up to a context cap) x n_classes x the method's measured cost per unit."""
     n_train = info.n_rows * max(1, info.n_folds - 2) / max(1, info.n_folds)
-    if isinstance(cell.settings, PFNSettings):
-        n_train = min(n_train, cell.settings.max_train_rows)
-    members = cell.settings.n_estimators if isinstance(cell.settings, EnsembleSettings) else 1
-    return METHODS[cell.method].cost * n_train * max(1, info.n_classes) * members
+    return METHODS[cell.method].cost * cell.settings.work(n_train) * max(1, info.n_classes)
 
 
 @dataclass

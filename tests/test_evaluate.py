@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -221,7 +222,7 @@ def test_cli_refuses_to_resume_with_another_thread_count_in_one_line(tmp_path):
     result = CliRunner().invoke(app, [*arguments, "--threads-per-cell", "2"], terminal_width=400)
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and "--threads-per-cell 1" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("error:") and re.search(r"threads.per.cell 1\b", lines[0])
 
 
 def test_a_failing_method_gives_a_failed_row_and_the_run_goes_on(tmp_path, monkeypatch):

@@ -94,3 +94,9 @@ def _imported_by(module: str) -> set[str]:
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
     assert ran.returncode == 0, ran.stderr
     return set(ran.stdout.split())
+
+
+def test_the_work_of_a_fit_grows_with_members_up_to_the_context_cap():
+    assert KNNSettings().work(5000) == 5000
+    assert ExternalTabPFNSettings(n_estimators=2).work(5000) == 10000
+    assert PFNSettings(n_estimators=4).work(5000) == 4 * MAX_TRAIN_ROWS and PFNSettings().work(100) == 100
