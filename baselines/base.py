@@ -9,32 +9,49 @@ contiguous labels), drops validation rows of unseen classes, and places the lear
 
 from __future__ import annotations
 
-import importlib
+import contextlib
+import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 
 import numpy as np
 
-from ..errors import MethodUnavailableError, MissingDependencyError  # noqa: F401 (re-exported)
+from ..errors import MissingDependencyError
+from .registry import method_spec
+from .settings import Settings
 
 
-def require(method: str, module: str, pip_name: str):
-    """Import ``module`` or raise :class:`MissingDependencyError` naming the pip package."""
+@contextlib.contextmanager
+def optional_import(method: str) -> Iterator[None]:
+    """Around the import of ``method``'s optional package: a :class:`MissingDependencyError`
+    naming its pip requirement (from the registry) when it is not installed."""
     try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise MissingDependencyError(method, module, pip_name) from None
+        yield
+    except ImportError as error:
+        requirement = method_spec(method).requires
+        raise MissingDependencyError(method, error.name or requirement.module, requirement.pip) from None
 
 
 class Method(ABC):
     """A classifier under evaluation: ``fit`` (with optional validation data) then
-    ``predict_proba`` over the task's ``n_classes`` classes."""
+    ``predict_proba`` over the task's ``n_classes`` classes.
+
+    ``settings`` are the typed settings the registry names for the method (its defaults when
+    None); keyword ``changes`` replace some of their fields."""
 
     name: str = ""
 
-    def __init__(self, n_classes: int, seed: int = 0, **settings):
+    def __init__(self, n_classes: int, seed: int = 0, settings: Settings | None = None, **changes):
+        settings = settings if settings is not None else method_spec(self.name).settings()
         self.n_classes = n_classes
         self.seed = seed
-        self.settings = settings
+        self.settings = dataclasses.replace(settings, **changes) if changes else settings
+
+    @classmethod
+    def prepare(cls, settings: Settings) -> Settings:
+        """The settings a run uses, resolved and checked once in the calling process before any
+        cell runs (a bad setting is an error, not failed cells); as they are by default."""
+        return settings
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None, y_val: np.ndarray | None = None):
         """X (n, F) float32, y (n,) int in 0..K-1; validation data for early stopping."""

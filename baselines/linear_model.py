@@ -8,13 +8,15 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
 from .base import Method
+from .settings import LinearModelSettings
 
 
 class LinearModelMethod(Method):
     name = "linear-model"
+    settings: LinearModelSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        self.model_ = LogisticRegression(max_iter=self.settings.get("max_iter", 1000), random_state=self.seed)
+        self.model_ = LogisticRegression(max_iter=self.settings.max_iter, random_state=self.seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             self.model_.fit(X, y)

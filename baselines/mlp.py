@@ -5,18 +5,18 @@ from __future__ import annotations
 from torch import nn
 
 from .neural import TorchMethod
+from .settings import MLPSettings
 
 
 class MLPMethod(TorchMethod):
-    """A plain multi-layer perceptron. Settings: ``hidden`` (layer widths, default
-    ``(30, 30, 30)``) plus those of :class:`~.neural.TorchMethod` (lr default 7e-4)."""
+    """A plain multi-layer perceptron (:class:`~.settings.MLPSettings`)."""
 
     name = "mlp"
-    lr = 7e-4
+    settings: MLPSettings
 
     def build(self, n_features, n_seen):
         layers, width = [], n_features
-        for hidden in self._setting("hidden", (30, 30, 30)):
+        for hidden in self.settings.hidden:
             layers += [nn.Linear(width, hidden), nn.ReLU()]
             width = hidden
         layers.append(nn.Linear(width, n_seen))

@@ -24,10 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import Method
+from .settings import BATCH_SIZE, MAX_EPOCHS, PATIENCE, TorchSettings
 
-BATCH_SIZE = 128
-MAX_EPOCHS = 500
-PATIENCE = 20
 VAL_FRACTION = 0.1
 
 
@@ -198,15 +196,12 @@ def predict_proba_torch(
 
 
 class TorchMethod(Method):
-    """A torch classifier trained by :func:`fit_torch_classifier`.
-
-    Subclasses build the network in :meth:`build` and set ``lr``. Settings (all optional):
-    ``lr``, ``batch_size`` (128), ``max_epochs`` (500), ``patience`` (20),
-    ``weight_decay`` (0), ``device`` ("cpu"). Fitted: ``module_``, ``log_`` and
-    ``epochs_trained_``.
+    """A torch classifier trained by :func:`fit_torch_classifier` with its
+    :class:`~.settings.TorchSettings`; subclasses build the network in :meth:`build`.
+    Fitted: ``module_``, ``log_`` and ``epochs_trained_``.
     """
 
-    lr: float = 1e-3
+    settings: TorchSettings
 
     def build(self, n_features: int, n_seen: int) -> nn.Module:
         """The network, mapping (B, n_features) -> (B, n_seen) logits."""
@@ -216,25 +211,16 @@ class TorchMethod(Method):
         """A regulariser added to every training batch's loss (none by default)."""
         return None
 
-    def _setting(self, key, default):
-        return self.settings.get(key, default)
-
     def _fit(self, X, y, X_val, y_val, n_seen):
-        device = self._setting("device", "cpu")
-        with torch_seed(self.seed, device):
-            self.module_ = self.build(X.shape[1], n_seen).to(device)
+        s = self.settings
+        with torch_seed(self.seed, s.device):
+            self.module_ = self.build(X.shape[1], n_seen).to(s.device)
         self.log_ = fit_torch_classifier(
-            self.module_, X, y, X_val, y_val,
-            lr=self._setting("lr", self.lr),
-            seed=self.seed,
-            batch_size=self._setting("batch_size", BATCH_SIZE),
-            max_epochs=self._setting("max_epochs", MAX_EPOCHS),
-            patience=self._setting("patience", PATIENCE),
-            weight_decay=self._setting("weight_decay", 0.0),
-            extra_loss=self.extra_loss(),
-            device=device,
+            self.module_, X, y, X_val, y_val, lr=s.lr, seed=self.seed, batch_size=s.batch_size,
+            max_epochs=s.max_epochs, patience=s.patience, weight_decay=s.weight_decay, extra_loss=self.extra_loss(),
+            device=s.device,
         )
         self.epochs_trained_ = self.log_.epochs_trained
 
     def _predict_proba(self, X):
-        return predict_proba_torch(self.module_, X, device=self._setting("device", "cpu"))
+        return predict_proba_torch(self.module_, X, device=self.settings.device)

@@ -5,14 +5,16 @@ from __future__ import annotations
 from sklearn.ensemble import RandomForestClassifier
 
 from .base import Method
+from .settings import RandomForestSettings
 
 
 class RandomForestMethod(Method):
     name = "random-forest"
+    settings: RandomForestSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
         self.model_ = RandomForestClassifier(
-            n_estimators=self.settings.get("n_estimators", 50), max_depth=self.settings.get("max_depth", 5),
+            n_estimators=self.settings.n_estimators, max_depth=self.settings.max_depth,
             random_state=self.seed, n_jobs=1,
         ).fit(X, y)
 

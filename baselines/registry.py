@@ -1,56 +1,170 @@
-"""All evaluated methods by CLI name, imported lazily so a missing optional package only
-affects its own method."""
+"""Every evaluated method by CLI name: label, settings, cost, pip requirement and implementation.
+
+Each entry reaches its implementation through a small function with a plain import: the
+edge is static, and deferred so that `equibench methods` lists the registry without numpy,
+torch or scikit-learn (and a method's module loads only when it is used).
+"""
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the listing (`equibench methods`) must not import numpy
+from ..errors import InvalidInputError
+from .settings import (
+    DecisionTreeSettings,
+    EnsembleSettings,
+    EquiTabPFNSettings,
+    ExternalTabPFNSettings,
+    KNNSettings,
+    LinearModelSettings,
+    MLPSettings,
+    RandomForestSettings,
+    RtdlMLPSettings,
+    RtdlResNetSettings,
+    Settings,
+    STGSettings,
+    TabNetSettings,
+    TabPFNStarSettings,
+    VIMESettings,
+    XGBoostSettings,
+)
+
+if TYPE_CHECKING:  # type names only: the listing must not import numpy
     from .base import Method
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """An optional package a method imports, and what to install for it."""
+
+    module: str  # import name
+    pip: str  # pip requirement
 
 
 @dataclass(frozen=True)
 class MethodSpec:
     name: str  # CLI name, also the ``method`` column of the results
     label: str  # display name in tables and figures
-    module: str  # file under equibench.baselines
-    class_name: str
-    ensembles: bool = False  # variants are ensemble sizes ("n1", "n4", ...)
+    settings: type[Settings]
+    implementation: Callable[[], type[Method]]
     # run time per train row per class (and per ensemble member) in microseconds: medians of
     # the committed results (2-core CPU; TabPFN v1/v2 assumed like TabPFN*); orders cells
     # longest-first on parallel backends
-    cost: float = 100.0
+    cost: float
+    requires: Requirement | None = None
 
-    def variants(self, ensembles: list[int]) -> list[str]:
-        return [f"n{m}" for m in ensembles] if self.ensembles else ["default"]
+    @property
+    def ensembles(self) -> bool:
+        """Whether the method is evaluated at each ensemble size (variants n1, n4, ...)."""
+        return issubclass(self.settings, EnsembleSettings)
 
-    def create(self, variant: str, n_classes: int, seed: int, **settings) -> Method:
-        cls = getattr(importlib.import_module(f".{self.module}", __package__), self.class_name)
-        if self.ensembles:
-            settings = {**settings, "n_estimators": int(variant.removeprefix("n"))}
-        return cls(n_classes=n_classes, seed=seed, **settings)
+    @property
+    def needs_weights(self) -> bool:
+        """Whether the method runs only with weights the user supplies."""
+        return issubclass(self.settings, ExternalTabPFNSettings)
 
+
+def _equitabpfn():
+    from .equitabpfn import EquiTabPFNMethod
+    return EquiTabPFNMethod
+
+
+def _tabpfn_star():
+    from .tabpfn_star import TabPFNStarMethod
+    return TabPFNStarMethod
+
+
+def _tabpfn_v1():
+    from .tabpfn_external import TabPFNv1Method
+    return TabPFNv1Method
+
+
+def _tabpfn_v2():
+    from .tabpfn_external import TabPFNv2Method
+    return TabPFNv2Method
+
+
+def _xgboost():
+    from .xgb import XGBoostMethod
+    return XGBoostMethod
+
+
+def _random_forest():
+    from .random_forest import RandomForestMethod
+    return RandomForestMethod
+
+
+def _knn():
+    from .knn import KNNMethod
+    return KNNMethod
+
+
+def _decision_tree():
+    from .decision_tree import DecisionTreeMethod
+    return DecisionTreeMethod
+
+
+def _linear_model():
+    from .linear_model import LinearModelMethod
+    return LinearModelMethod
+
+
+def _mlp():
+    from .mlp import MLPMethod
+    return MLPMethod
+
+
+def _rtdl_resnet():
+    from .rtdl_resnet import RtdlResNetMethod
+    return RtdlResNetMethod
+
+
+def _rtdl_mlp():
+    from .rtdl_mlp import RtdlMLPMethod
+    return RtdlMLPMethod
+
+
+def _tabnet():
+    from .tabnet import TabNetMethod
+    return TabNetMethod
+
+
+def _stg():
+    from .stg import STGMethod
+    return STGMethod
+
+
+def _vime():
+    from .vime import VIMEMethod
+    return VIMEMethod
+
+
+_RTDL = Requirement("rtdl_revisiting_models", "rtdl-revisiting-models")
 
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in [
-        MethodSpec("equitabpfn", "EquiTabPFN", "equitabpfn", "EquiTabPFNMethod", ensembles=True, cost=170),
-        MethodSpec("tabpfn-star", "TabPFN* (ECOC >10)", "tabpfn_star", "TabPFNStarMethod", ensembles=True, cost=50),
-        MethodSpec("tabpfn-v1", "TabPFNv1 (ECOC >10)", "tabpfn_external", "TabPFNv1Method", ensembles=True, cost=50),
-        MethodSpec("tabpfn-v2", "TabPFNv2 (ECOC >10)", "tabpfn_external", "TabPFNv2Method", ensembles=True, cost=50),
-        MethodSpec("xgboost", "XGBoost", "xgb", "XGBoostMethod", cost=100),
-        MethodSpec("random-forest", "RandomForest", "random_forest", "RandomForestMethod", cost=70),
-        MethodSpec("knn", "KNN", "knn", "KNNMethod", cost=2),
-        MethodSpec("decision-tree", "DecisionTree", "decision_tree", "DecisionTreeMethod", cost=3),
-        MethodSpec("linear-model", "LinearModel", "linear_model", "LinearModelMethod", cost=10),
-        MethodSpec("mlp", "MLP", "mlp", "MLPMethod", cost=480),
-        MethodSpec("rtdl-resnet", "rtdl-ResNet", "rtdl_resnet", "RtdlResNetMethod", cost=770),
-        MethodSpec("rtdl-mlp", "rtdl-MLP", "rtdl_mlp", "RtdlMLPMethod", cost=490),
-        MethodSpec("tabnet", "TabNet", "tabnet", "TabNetMethod", cost=5300),
-        MethodSpec("stg", "STG", "stg", "STGMethod", cost=330),
-        MethodSpec("vime", "VIME", "vime", "VIMEMethod", cost=2000),
+        MethodSpec("equitabpfn", "EquiTabPFN", EquiTabPFNSettings, _equitabpfn, cost=170),
+        MethodSpec("tabpfn-star", "TabPFN* (ECOC >10)", TabPFNStarSettings, _tabpfn_star, cost=50),
+        MethodSpec("tabpfn-v1", "TabPFNv1 (ECOC >10)", ExternalTabPFNSettings, _tabpfn_v1, cost=50,
+                   requires=Requirement("tabpfn", "tabpfn<2")),
+        MethodSpec("tabpfn-v2", "TabPFNv2 (ECOC >10)", ExternalTabPFNSettings, _tabpfn_v2, cost=50,
+                   requires=Requirement("tabpfn", "tabpfn>=2")),
+        MethodSpec("xgboost", "XGBoost", XGBoostSettings, _xgboost, cost=100,
+                   requires=Requirement("xgboost", "xgboost-cpu")),
+        MethodSpec("random-forest", "RandomForest", RandomForestSettings, _random_forest, cost=70),
+        MethodSpec("knn", "KNN", KNNSettings, _knn, cost=2),
+        MethodSpec("decision-tree", "DecisionTree", DecisionTreeSettings, _decision_tree, cost=3),
+        MethodSpec("linear-model", "LinearModel", LinearModelSettings, _linear_model, cost=10),
+        MethodSpec("mlp", "MLP", MLPSettings, _mlp, cost=480),
+        MethodSpec("rtdl-resnet", "rtdl-ResNet", RtdlResNetSettings, _rtdl_resnet, cost=770, requires=_RTDL),
+        MethodSpec("rtdl-mlp", "rtdl-MLP", RtdlMLPSettings, _rtdl_mlp, cost=490, requires=_RTDL),
+        MethodSpec("tabnet", "TabNet", TabNetSettings, _tabnet, cost=5300,
+                   requires=Requirement("pytorch_tabnet", "pytorch-tabnet")),
+        MethodSpec("stg", "STG", STGSettings, _stg, cost=330),
+        MethodSpec("vime", "VIME", VIMESettings, _vime, cost=2000),
     ]
 }
 
@@ -62,4 +176,4 @@ def method_spec(name: str) -> MethodSpec:
     try:
         return METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}") from None
+        raise InvalidInputError(f"unknown method {name!r}; choose from {', '.join(METHODS)}") from None

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from torch import nn
 
-from .base import require
+from .base import optional_import
 from .neural import TorchMethod
+from .settings import RtdlMLPSettings
 
 
 class RtdlMLPMethod(TorchMethod):
-    """Settings: ``layers`` (default ``(128, 256, 128)``), ``dropout`` (0.1) plus those of
-    :class:`~.neural.TorchMethod` (lr default 1e-3)."""
+    """:class:`~.settings.RtdlMLPSettings`."""
 
     name = "rtdl-mlp"
-    lr = 1e-3
+    settings: RtdlMLPSettings
 
     def build(self, n_features, n_seen):
-        rtdl = require(self.name, "rtdl_revisiting_models", "rtdl-revisiting-models")
-        layers = list(self._setting("layers", (128, 256, 128)))
-        dropout = self._setting("dropout", 0.1)
+        with optional_import(self.name):
+            import rtdl_revisiting_models as rtdl
+        layers, dropout = list(self.settings.layers), self.settings.dropout
         blocks, width = [], n_features
         for i, d_block in enumerate(layers):
             last = i == len(layers) - 1

@@ -4,26 +4,23 @@ lr 1e-3."""
 
 from __future__ import annotations
 
-from .base import require
+from .base import optional_import
 from .neural import TorchMethod
+from .settings import RtdlResNetSettings
 
 
 class RtdlResNetMethod(TorchMethod):
-    """Settings: ``n_blocks`` (2), ``d_block`` (128), ``d_hidden`` (256), ``dropout1``
-    (0.25), ``dropout2`` (0.1) plus those of :class:`~.neural.TorchMethod` (lr 1e-3)."""
+    """:class:`~.settings.RtdlResNetSettings`."""
 
     name = "rtdl-resnet"
-    lr = 1e-3
+    settings: RtdlResNetSettings
 
     def build(self, n_features, n_seen):
-        rtdl = require(self.name, "rtdl_revisiting_models", "rtdl-revisiting-models")
+        with optional_import(self.name):
+            import rtdl_revisiting_models as rtdl
+        s = self.settings
         return rtdl.ResNet(  # (B, F) -> (B, S); batch-normalised blocks
-            d_in=n_features,
-            d_out=n_seen,
-            n_blocks=self._setting("n_blocks", 2),
-            d_block=self._setting("d_block", 128),
-            d_hidden=self._setting("d_hidden", 256),
+            d_in=n_features, d_out=n_seen, n_blocks=s.n_blocks, d_block=s.d_block, d_hidden=s.d_hidden,
             d_hidden_multiplier=None,  # keyword-only without a default in 0.0.2
-            dropout1=self._setting("dropout1", 0.25),
-            dropout2=self._setting("dropout2", 0.1),
+            dropout1=s.dropout1, dropout2=s.dropout2,
         )

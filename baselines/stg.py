@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from .neural import TorchMethod
+from .settings import STGSettings
 
 
 class StochasticGates(nn.Module):
@@ -59,21 +60,18 @@ class STGNetwork(nn.Module):
 
 
 class STGMethod(TorchMethod):
-    """Settings: ``hidden`` ((60, 20)), ``lam`` (0.1), ``sigma`` (0.5) plus those of
-    :class:`~.neural.TorchMethod` (lr default 0.005). Early stopping watches the validation
-    cross-entropy (without the regulariser). Fitted: ``gate_values_`` (F,), the eval-time
-    gates (0 = feature dropped)."""
+    """:class:`~.settings.STGSettings`. Early stopping watches the validation cross-entropy
+    (without the regulariser). Fitted: ``gate_values_`` (F,), the eval-time gates (0 =
+    feature dropped)."""
 
     name = "stg"
-    lr = 0.005
+    settings: STGSettings
 
     def build(self, n_features, n_seen):
-        return STGNetwork(
-            n_features, n_seen, hidden=tuple(self._setting("hidden", (60, 20))), sigma=self._setting("sigma", 0.5)
-        )
+        return STGNetwork(n_features, n_seen, hidden=tuple(self.settings.hidden), sigma=self.settings.sigma)
 
     def extra_loss(self):
-        lam = self._setting("lam", 0.1)
+        lam = self.settings.lam
         return lambda: lam * self.module_.gates.regularizer()
 
     def _fit(self, X, y, X_val, y_val, n_seen):

@@ -23,18 +23,20 @@ import warnings
 
 import numpy as np
 
-from .base import Method, require
-from .neural import BATCH_SIZE, MAX_EPOCHS, PATIENCE, split_validation, torch_seed
+from .base import Method, optional_import
+from .neural import split_validation, torch_seed
+from .settings import TabNetSettings
 
 _metric_class = None
 
 
 def _logloss_metric():
     """The label-aware log-loss as a pytorch-tabnet ``Metric`` subclass, created on first
-    use (pytorch-tabnet is imported lazily); reachable as ``tabnet.EquibenchLogLoss`` so
+    use (pytorch-tabnet is an optional package); reachable as ``tabnet.EquibenchLogLoss`` so
     fitted models pickle."""
     global _metric_class
-    metric_base = require(TabNetMethod.name, "pytorch_tabnet.metrics", "pytorch-tabnet").Metric
+    with optional_import(TabNetMethod.name):
+        from pytorch_tabnet.metrics import Metric as metric_base
     if _metric_class is None or not issubclass(_metric_class, metric_base):
 
         class EquibenchLogLoss(metric_base):
@@ -69,35 +71,22 @@ def _quiet():
 
 
 class TabNetMethod(Method):
-    """Settings: ``n_d``, ``n_a`` (24), ``n_steps`` (5), ``gamma`` (1.5), ``n_independent``,
-    ``n_shared`` (3), ``momentum`` (0.015), ``mask_type`` ("sparsemax"), ``lr`` (0.02),
-    ``batch_size`` (128), ``virtual_batch_size`` (128), ``max_epochs`` (500),
-    ``patience`` (20), ``device`` ("cpu"). Fitted: ``model_`` (the TabNetClassifier),
+    """:class:`~.settings.TabNetSettings`. Fitted: ``model_`` (the TabNetClassifier),
     ``epochs_trained_``."""
 
     name = "tabnet"
+    settings: TabNetSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        with _quiet():  # its import warns about a deprecated scipy namespace
-            tab_model = require(self.name, "pytorch_tabnet.tab_model", "pytorch-tabnet")
-        s = self.settings.get
+        with _quiet(), optional_import(self.name):  # its import warns about a deprecated scipy namespace
+            from pytorch_tabnet.tab_model import TabNetClassifier
+        s = self.settings
         X, y, X_val, y_val = split_validation(X, y, X_val, y_val, self.seed)
-        batch_size = s("batch_size", BATCH_SIZE)
-        device = s("device", "cpu")
-        with torch_seed(self.seed, device), _quiet():
-            self.model_ = tab_model.TabNetClassifier(
-                n_d=s("n_d", 24),
-                n_a=s("n_a", 24),
-                n_steps=s("n_steps", 5),
-                gamma=s("gamma", 1.5),
-                n_independent=s("n_independent", 3),
-                n_shared=s("n_shared", 3),
-                momentum=s("momentum", 0.015),
-                mask_type=s("mask_type", "sparsemax"),
-                optimizer_params={"lr": s("lr", 0.02)},
-                seed=self.seed,
-                verbose=0,
-                device_name=device,
+        with torch_seed(self.seed, s.device), _quiet():
+            self.model_ = TabNetClassifier(
+                n_d=s.n_d, n_a=s.n_a, n_steps=s.n_steps, gamma=s.gamma, n_independent=s.n_independent,
+                n_shared=s.n_shared, momentum=s.momentum, mask_type=s.mask_type, optimizer_params={"lr": s.lr},
+                seed=self.seed, verbose=0, device_name=s.device,
             )
             self.model_.fit(
                 np.asarray(X, dtype=np.float32),
@@ -105,12 +94,12 @@ class TabNetMethod(Method):
                 eval_set=[(np.asarray(X_val, dtype=np.float32), np.asarray(y_val))],
                 eval_name=["val"],
                 eval_metric=[_logloss_metric()],
-                max_epochs=s("max_epochs", MAX_EPOCHS),
-                patience=s("patience", PATIENCE),
-                batch_size=batch_size,
-                virtual_batch_size=s("virtual_batch_size", 128),
+                max_epochs=s.max_epochs,
+                patience=s.patience,
+                batch_size=s.batch_size,
+                virtual_batch_size=s.virtual_batch_size,
                 # a last batch of one row would break batch normalisation in training
-                drop_last=len(y) % batch_size == 1 and len(y) > batch_size,
+                drop_last=len(y) % s.batch_size == 1 and len(y) > s.batch_size,
                 compute_importance=False,
             )
         if len(self.model_.classes_) != n_seen:  # cannot happen: all 0..S-1 are in y
@@ -118,5 +107,5 @@ class TabNetMethod(Method):
         self.epochs_trained_ = len(self.model_.history["loss"])
 
     def _predict_proba(self, X):
-        with torch_seed(self.seed, self.settings.get("device", "cpu")), _quiet():
+        with torch_seed(self.seed, self.settings.device), _quiet():
             return self.model_.predict_proba(np.asarray(X, dtype=np.float32))  # (n, S)

@@ -1,5 +1,5 @@
 """TabPFN v1 and v2 (Hollmann et al.) through the ``tabpfn`` package, with weights the user
-supplies locally (``--tabpfn-weights DIR`` or ``EQUIBENCH_TABPFN_WEIGHTS``): nothing is
+supplies locally (``tabpfn_weights``, ``evaluate --tabpfn-weights DIR`` or ``EQUIBENCH_TABPFN_WEIGHTS``): nothing is
 downloaded. Without weights, or with the other major version of ``tabpfn`` installed, the
 cells are skipped with the reason. Both handle at most 10 classes natively; beyond, ECOC
 wraps single-member sub-models (ensemble size = ECOC redundancy, as for TabPFN*).
@@ -14,8 +14,11 @@ from __future__ import annotations
 from abc import abstractmethod
 from pathlib import Path
 
-from .base import Method, MethodUnavailableError, require
+from ..errors import MethodUnavailableError
+from .base import Method, optional_import
 from .ecoc import ECOCClassifier
+from .registry import method_spec
+from .settings import ExternalTabPFNSettings
 
 V1_WEIGHTS = Path("models_diff") / "prior_diff_real_checkpoint_n_0_epoch_42.cpkt"
 
@@ -27,13 +30,13 @@ def _v2_weights(directory: Path) -> Path | None:
 
 class _ExternalTabPFN(Method):
     major: int = 0
-    pip_spec: str = ""
+    settings: ExternalTabPFNSettings
 
     def _weights(self) -> Path:
-        directory = self.settings.get("tabpfn_weights")
+        directory = self.settings.tabpfn_weights
         if not directory:
             raise MethodUnavailableError(
-                "no weights: pass --tabpfn-weights DIR (or set EQUIBENCH_TABPFN_WEIGHTS) to a folder with the TabPFN weights"
+                "no weights: set tabpfn_weights (or EQUIBENCH_TABPFN_WEIGHTS) to a folder with the TabPFN weights"
             )
         directory = Path(directory)
         path = directory / V1_WEIGHTS if self.major == 1 else _v2_weights(directory)
@@ -42,11 +45,13 @@ class _ExternalTabPFN(Method):
         return path
 
     def _package(self):
-        tabpfn = require(self.name, "tabpfn", self.pip_spec)
+        with optional_import(self.name):
+            import tabpfn
         installed = int(str(getattr(tabpfn, "__version__", "0")).split(".")[0] or 0)
         if (installed >= 2) != (self.major == 2):
+            pip = method_spec(self.name).requires.pip
             raise MethodUnavailableError(
-                f"{self.name} needs {self.pip_spec!r} but tabpfn {tabpfn.__version__} is installed: pip install \"{self.pip_spec}\""
+                f"{self.name} needs {pip!r} but tabpfn {tabpfn.__version__} is installed: pip install \"{pip}\""
             )
         return tabpfn
 
@@ -55,7 +60,7 @@ class _ExternalTabPFN(Method):
         """The package's classifier with ``n_estimators`` members."""
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        members = self.settings.get("n_estimators", 1)
+        members = self.settings.n_estimators
         if n_seen <= 10:
             self.model_ = self._network(members)
         else:
@@ -69,12 +74,11 @@ class _ExternalTabPFN(Method):
 class TabPFNv1Method(_ExternalTabPFN):
     name = "tabpfn-v1"
     major = 1
-    pip_spec = "tabpfn<2"
 
     def _network(self, n_estimators):
         weights = self._weights()
         return self._package().TabPFNClassifier(
-            device=self.settings.get("device", "cpu"), base_path=str(weights.parent.parent),
+            device=self.settings.device, base_path=str(weights.parent.parent),
             N_ensemble_configurations=n_estimators, seed=self.seed,
         )
 
@@ -82,11 +86,10 @@ class TabPFNv1Method(_ExternalTabPFN):
 class TabPFNv2Method(_ExternalTabPFN):
     name = "tabpfn-v2"
     major = 2
-    pip_spec = "tabpfn>=2"
 
     def _network(self, n_estimators):
         weights = self._weights()
         return self._package().TabPFNClassifier(
-            model_path=str(weights), device=self.settings.get("device", "cpu"), n_estimators=n_estimators,
+            model_path=str(weights), device=self.settings.device, n_estimators=n_estimators,
             random_state=self.seed, ignore_pretraining_limits=True,
         )

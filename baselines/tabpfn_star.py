@@ -5,35 +5,19 @@ every class)."""
 
 from __future__ import annotations
 
-import warnings
-
-from .base import Method
+from ..classifier import TabPFNStarClassifier
 from .ecoc import ECOCClassifier
+from .pfn import PFNMethod
 
 
-class TabPFNStarMethod(Method):
+class TabPFNStarMethod(PFNMethod):
     name = "tabpfn-star"
 
-    def _fit(self, X, y, X_val, y_val, n_seen):
-        from equibench.classifier import PretrainingLimitWarning, TabPFNStarClassifier
+    def classifier(self, n_estimators: int) -> TabPFNStarClassifier:
+        return TabPFNStarClassifier(n_estimators=n_estimators, **self._network_settings())
 
-        members = self.settings.get("n_estimators", 1)
-        native = n_seen <= 10
-
-        def network(n_estimators):
-            return TabPFNStarClassifier(
-                checkpoint=self.settings.get("checkpoint", "default"), n_estimators=n_estimators,
-                device=self.settings.get("device", "cpu"), max_train_rows=self.settings.get("max_train_rows", 3000),
-                random_state=self.seed,
-            )
-
-        if native:
-            self.model_ = network(members)
-        else:
-            self.model_ = ECOCClassifier(network(1), max_classes=10, redundancy=float(members), random_state=self.seed)
-        with warnings.catch_warnings():  # the context cap and feature selection are the protocol's, not news
-            warnings.simplefilter("ignore", PretrainingLimitWarning)
-            self.model_.fit(X, y)
-
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)
+    def _model(self, n_seen: int):
+        members = self.settings.n_estimators
+        if n_seen <= 10:
+            return self.classifier(members)
+        return ECOCClassifier(self.classifier(1), max_classes=10, redundancy=float(members), random_state=self.seed)

@@ -30,16 +30,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import Method
-from .neural import (
-    BATCH_SIZE,
-    MAX_EPOCHS,
-    PATIENCE,
-    logits_torch,
-    predict_proba_torch,
-    split_validation,
-    torch_seed,
-    train_with_early_stopping,
-)
+from .neural import logits_torch, predict_proba_torch, split_validation, torch_seed, train_with_early_stopping
+from .settings import VIMESettings
 
 
 def corrupt(x: torch.Tensor, pool: torch.Tensor, p_m: float, generator: torch.Generator):
@@ -89,27 +81,19 @@ class VIMEClassifier(nn.Module):
 
 
 class VIMEMethod(Method):
-    """Settings: ``p_m`` (0.5), ``alpha`` (3), ``beta`` (3), ``K`` (5), ``encoder_hidden``
-    (number of features), ``predictor_hidden`` (100), ``lr`` (1e-3), ``batch_size`` (128),
-    ``max_epochs`` (500), ``patience`` (20), ``pretrain_max_epochs`` (= max_epochs),
-    ``device`` ("cpu"). Fitted: ``module_``, ``pretrain_log_``, ``log_``,
+    """:class:`~.settings.VIMESettings`. Fitted: ``module_``, ``pretrain_log_``, ``log_``,
     ``pretrain_epochs_trained_`` and ``epochs_trained_`` (semi-supervised stage)."""
 
     name = "vime"
+    settings: VIMESettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        s = self.settings.get
-        device = s("device", "cpu")
-        p_m, alpha, beta, K = s("p_m", 0.5), s("alpha", 3.0), s("beta", 3.0), s("K", 5)
-        hidden = s("encoder_hidden", X.shape[1])
-        max_epochs = s("max_epochs", MAX_EPOCHS)
-        loop = {
-            "lr": s("lr", 1e-3),
-            "seed": self.seed,
-            "batch_size": s("batch_size", BATCH_SIZE),
-            "patience": s("patience", PATIENCE),
-            "device": device,
-        }
+        s = self.settings
+        device = s.device
+        p_m, alpha, beta, K = s.p_m, s.alpha, s.beta, s.K
+        hidden = s.encoder_hidden if s.encoder_hidden is not None else X.shape[1]
+        max_epochs = s.max_epochs
+        loop = {"lr": s.lr, "seed": self.seed, "batch_size": s.batch_size, "patience": s.patience, "device": device}
         X, y, X_val, y_val = split_validation(X, y, X_val, y_val, self.seed)
         X_t = torch.as_tensor(X, dtype=torch.float32, device=device)  # (n, F)
         y_t = torch.as_tensor(y, dtype=torch.long, device=device)  # (n,)
@@ -130,13 +114,13 @@ class VIMEMethod(Method):
 
         self.pretrain_log_ = train_with_early_stopping(
             pretext, self_loss, lambda: pretext.loss(xv_tilde, mv, Xv_t, alpha), len(X_t),
-            max_epochs=s("pretrain_max_epochs", max_epochs), **loop,
+            max_epochs=s.pretrain_max_epochs if s.pretrain_max_epochs is not None else max_epochs, **loop,
         )
         self.pretrain_epochs_trained_ = self.pretrain_log_.epochs_trained
 
         # 2. semi-supervised: predictor on the frozen encoder, CE + beta * consistency
         with torch_seed(self.seed + 1, device):
-            self.module_ = VIMEClassifier(pretext.encoder, hidden, s("predictor_hidden", 100), n_seen).to(device)
+            self.module_ = VIMEClassifier(pretext.encoder, hidden, s.predictor_hidden, n_seen).to(device)
         model = self.module_
         batch_size = loop["batch_size"]
 
@@ -158,4 +142,4 @@ class VIMEMethod(Method):
         self.epochs_trained_ = self.log_.epochs_trained
 
     def _predict_proba(self, X):
-        return predict_proba_torch(self.module_, X, device=self.settings.get("device", "cpu"))
+        return predict_proba_torch(self.module_, X, device=self.settings.device)

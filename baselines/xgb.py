@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Method, require
+from .base import Method, optional_import
+from .settings import XGBoostSettings
 
 
 class XGBoostMethod(Method):
     name = "xgboost"
+    settings: XGBoostSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        xgboost = require(self.name, "xgboost", "xgboost-cpu")
+        with optional_import(self.name):
+            import xgboost
         validation = X_val is not None and len(np.unique(y_val)) >= 1
         self.model_ = xgboost.XGBClassifier(
-            n_estimators=self.settings.get("n_estimators", 1000), max_depth=5, learning_rate=0.08,
+            n_estimators=self.settings.n_estimators, max_depth=5, learning_rate=0.08,
             reg_alpha=1e-4, reg_lambda=1e-4, tree_method="hist", random_state=self.seed, n_jobs=1,
-            early_stopping_rounds=self.settings.get("early_stopping_rounds", 20) if validation else None,
+            early_stopping_rounds=self.settings.early_stopping_rounds if validation else None,
             objective="binary:logistic" if n_seen == 2 else "multi:softprob",
         )
         self.model_.fit(X, y, eval_set=[(X_val, y_val)] if validation else None, verbose=False)

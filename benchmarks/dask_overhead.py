@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from equibench.baselines.settings import KNNSettings
 from recording import add_record_flag, publish, section
 
 from equibench.backends import DaskBackend, LocalBackend
@@ -50,7 +51,7 @@ def timed_slice(config: EvaluateConfig, backend, out: Path) -> tuple[float, int]
 
 def round_trip_s(backend, n: int = 200) -> float:
     """Median seconds from submit to result of a cell that does nothing."""
-    cell = Cell("bench", "demo-iris", 0, "knn", "default")
+    cell = Cell("bench", "demo-iris", 0, "knn", KNNSettings())
     times = []
     for _ in range(n):
         started = time.perf_counter()

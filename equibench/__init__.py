@@ -14,7 +14,7 @@ _LAZY = {
     "EquiTabPFNClassifier": "classifier",
     "TabPFNStarClassifier": "classifier",
     "PretrainingLimitWarning": "classifier",
-    "evaluate_frame": "user_data",
+    "evaluate_frame": "evaluate",
     "ECOCClassifier": "baselines.ecoc",
 }
 

@@ -24,7 +24,9 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from pathlib import Path
 
+from ._version import __version__
 from .cells import Cell, CellContext, cached_task, run_cell
+from .errors import InvalidInputError
 from .worker_guard import exit_with_parent
 
 
@@ -135,8 +137,7 @@ class LocalBackend(CellBackend):
 
 
 def _equibench_version() -> str:
-    from . import __version__
-
+    """The version of equibench in the process that runs this (a Dask worker)."""
     return __version__
 
 
@@ -148,7 +149,7 @@ class DaskBackend(CellBackend):
 
     Every cell sets its own torch and BLAS threads (``CellContext.threads``) on any worker, so
     a cluster gives the numbers of local execution; give each worker thread (task slot) that
-    many cores. ``local:N`` workers run one cell at a time each, like ``--jobs N``.
+    many cores. ``local:N`` workers run one cell at a time each, like ``jobs=N``.
     The client loads each task once and scatters it to the cluster; workers pass it to each
     other, so they need neither OpenML nor a shared cache. A worker that dies mid-cell has its
     cell rescheduled by Dask on another worker (and cells whose scattered task died with it are
@@ -177,11 +178,11 @@ class DaskBackend(CellBackend):
         try:
             from distributed import Client, LocalCluster
         except ImportError as error:
-            raise ValueError(f'--scheduler needs dask.distributed ({error}): pip install "equibench[distributed]"') from None
+            raise InvalidInputError(f'a scheduler needs dask.distributed ({error}): pip install "equibench[distributed]"') from None
         if scheduler.startswith("local:"):
             count = scheduler.removeprefix("local:")
             if not count.isdigit() or int(count) < 1:
-                raise ValueError(f"--scheduler local:N takes a positive number of workers, got {scheduler!r}")
+                raise InvalidInputError(f"scheduler local:N takes a positive number of workers, got {scheduler!r}")
             workers = int(count)
             import dask
 
@@ -193,14 +194,14 @@ class DaskBackend(CellBackend):
         try:
             if scheduler.endswith(".json"):
                 if not Path(scheduler).is_file():
-                    raise ValueError(f"scheduler file {scheduler!r} does not exist (written by `dask scheduler --scheduler-file`)")
+                    raise InvalidInputError(f"scheduler file {scheduler!r} does not exist (written by `dask scheduler --scheduler-file`)")
                 client = Client(scheduler_file=scheduler, timeout=timeout_s)
             else:
                 client = Client(scheduler, timeout=timeout_s)
         except (OSError, TimeoutError) as error:
-            raise ValueError(
+            raise InvalidInputError(
                 f"could not reach a Dask scheduler at {scheduler!r} within {timeout_s:.0f} s ({error}); start one with "
-                "`dask scheduler` and workers with `dask worker ADDRESS`, or use --scheduler local:N"
+                "`dask scheduler` and workers with `dask worker ADDRESS`, or use the scheduler local:N"
             ) from None
         return cls(client)
 
@@ -209,7 +210,7 @@ class DaskBackend(CellBackend):
         theirs = self.client.run(_equibench_version)  # worker address -> version
         wrong = {address: version for address, version in theirs.items() if version != ours}
         if wrong:
-            raise ValueError(
+            raise InvalidInputError(
                 f"Dask workers run other equibench versions than this client ({ours}): {wrong}; install the same "
                 "version on every worker"
             )
@@ -270,13 +271,13 @@ class DaskBackend(CellBackend):
 def check_backend_options(jobs: int | None, scheduler: str | None) -> None:
     """``jobs`` None: not given (the default of :func:`make_backend`)."""
     if jobs is not None and jobs < 1:
-        raise ValueError(f"--jobs must be at least 1, got {jobs}")
+        raise InvalidInputError(f"jobs must be at least 1, got {jobs}")
     if scheduler and jobs not in (None, 1):
-        raise ValueError("--jobs and --scheduler exclude each other: on a Dask cluster its workers set the parallelism")
+        raise InvalidInputError("jobs and scheduler exclude each other: on a Dask cluster its workers set the parallelism")
 
 
 def make_backend(jobs: int | None = 1, scheduler: str | None = None, threads_per_cell: int = 1) -> CellBackend:
-    """The backend for ``--jobs`` or ``--scheduler``; ``jobs`` None: :func:`default_jobs`."""
+    """The backend for ``jobs`` or ``scheduler``; ``jobs`` None: :func:`default_jobs`."""
     check_backend_options(jobs, scheduler)
     if scheduler:
         return DaskBackend.connect(scheduler)

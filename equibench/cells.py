@@ -1,4 +1,4 @@
-"""One cell of an evaluation: (task, fold, method, variant), and how a worker runs it.
+"""One cell of an evaluation: (task, fold, method, settings), and how a worker runs it.
 
 This is the worker side of `equibench evaluate`: it only computes. A cell's row and test
 probabilities go back to the calling process, which alone writes the results store.
@@ -16,10 +16,13 @@ import traceback
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
 
 from ._version import __version__
-from .baselines.base import MethodUnavailableError
 from .baselines.registry import method_spec
+from .baselines.settings import Settings
+from .errors import MethodUnavailableError
 from .metrics import cell_metrics
 from .suites import load_task
 from .tabzilla import TabZillaPreprocessor
@@ -32,7 +35,11 @@ class Cell:
     task_id: str
     fold: int
     method: str
-    variant: str
+    settings: Settings  # the method's, prepared for the run (see Method.prepare)
+
+    @property
+    def variant(self) -> str:
+        return self.settings.variant
 
     @property
     def key(self) -> str:
@@ -41,12 +48,11 @@ class Cell:
 
 @dataclass(frozen=True)
 class CellContext:
-    """What a worker needs besides the cell: where tasks come from and the method settings."""
+    """What a worker needs besides the cell: where tasks come from, the seed and the threads."""
 
     openml_cache: str | None  # the writable working cache
     seed: int
-    method_settings: dict  # method name -> settings
-    threads: int = 1  # torch and BLAS/OpenMP threads of every cell (--threads-per-cell), whatever the backend
+    threads: int = 1  # torch and BLAS/OpenMP threads of every cell (threads_per_cell), whatever the backend
     equibench_version: str = __version__  # the caller's: a worker with another version refuses the cell
     file_tasks: tuple = ()  # the suite's table-file tasks (user_data.FileTask)
 
@@ -93,8 +99,6 @@ def run_cell(cell: Cell, context: CellContext, task: Task | None = None) -> Cell
 
     ``task`` is the cell's task when the caller ships it (a Dask cluster); otherwise the
     worker loads it from ``context.openml_cache``."""
-    import torch
-
     with reproducible_cell(context.threads):
         outcome = _fit_and_score(cell, context, task)
         outcome.row["threads"] = torch.get_num_threads()
@@ -115,9 +119,7 @@ def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellO
             n_features=data["n_features"], n_features_used=data["X_train"].shape[1], n_classes=data["n_classes"],
         )
         _seed_everything(context.seed)
-        method = method_spec(cell.method).create(
-            cell.variant, data["n_classes"], context.seed, **context.method_settings.get(cell.method, {})
-        )
+        method = method_spec(cell.method).implementation()(data["n_classes"], context.seed, cell.settings)
         started = time.perf_counter()
         method.fit(data["X_train"], data["y_train"], data["X_val"], data["y_val"])
         row["time_fit_s"] = time.perf_counter() - started
@@ -136,8 +138,6 @@ def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellO
 
 
 def _seed_everything(seed: int) -> None:
-    import torch
-
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -159,9 +159,6 @@ def reproducible_cell(threads: int):
     Thread settings are per OS thread (OpenMP) and per process (BLAS pools, torch flags):
     each cell applies them in its own thread, and the last cell of the process to finish
     restores what was there before."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
     global _cells_active
     with _cells_lock:
         if _cells_active == 0:

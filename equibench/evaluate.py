@@ -1,6 +1,7 @@
 """`equibench evaluate`: every method on every task and fold of a suite, resumable.
 
-A *cell* is (task, fold, method, variant) (see cells). Workers run cells and return a row and
+A *cell* is (task, fold, method, settings), stored under its settings' variant (see cells
+and baselines.settings). Workers run cells and return a row and
 the test probabilities; only this process writes the results store (see results_store). Cells
 run through a backend (see backends): this process, local worker processes or a Dask cluster.
 """
@@ -9,141 +10,74 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import dataclasses
-import hashlib
-import json
 import os
-import platform
-import shlex
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .atomic_files import atomic_write_text
 from .backends import CellBackend, LocalBackend
 from .baselines.registry import METHODS, method_spec
+from .baselines.settings import MethodOptions, Settings
+from .cache_check import missing_tasks_message
 from .cells import Cell, CellContext, CellOutcome, failed_row
-from .machine import cpu_name
-from .model import default_checkpoint, read_card
+from .errors import InvalidInputError, TaskUnavailableError
+from .openml_data import working_cache
 from .outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from .results_store import ResultsStore
+from .run_manifest import MANIFEST, finish_invocation, methods_to_rerun, read_manifest, start_invocation
 from .suites import Suite, load_suite, load_task
-
-MANIFEST = "manifest.json"
+from .user_data import frame_suite
 
 
 @dataclass(frozen=True)
-class EvaluateConfig:
+class EvaluateConfig(MethodOptions):
+    """A run: the suite, methods, folds, seed and threads; the methods' options (ensemble
+    sizes, checkpoints, weights, context cap, device) are :class:`MethodOptions` fields."""
+
     suite: str  # built-in name or suite file
     methods: tuple[str, ...] = tuple(METHODS)
     folds: tuple[int, ...] | None = None  # None: every fold of each task
-    ensembles: tuple[int, ...] = (1,)  # ensemble sizes of the PFN methods (variants n1, n4, ...)
     seed: int = 0
     openml_cache: str | None = None  # falls back to OPENML_CACHE_DIR
-    tabpfn_weights: str | None = None  # falls back to EQUIBENCH_TABPFN_WEIGHTS
-    equitabpfn_checkpoint: str = "default"
-    tabpfn_star_checkpoint: str = "default"
-    max_train_rows: int = 3000  # PFN context cap (class-balanced subsample)
-    device: str = "cpu"
     threads_per_cell: int = 1  # torch and BLAS threads of every cell, whatever the backend
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.methods:
-            raise ValueError("no methods selected; choose from " + ", ".join(METHODS))
+            raise InvalidInputError("no methods selected; choose from " + ", ".join(METHODS))
         for name in self.methods:
             method_spec(name)
         if len(set(self.methods)) != len(self.methods):
-            raise ValueError(f"methods listed more than once: {sorted(m for m in set(self.methods) if self.methods.count(m) > 1)}")
+            raise InvalidInputError(f"methods listed more than once: {sorted(m for m in set(self.methods) if self.methods.count(m) > 1)}")
         if self.folds is not None and (not self.folds or min(self.folds) < 0):
-            raise ValueError(f"folds must be non-negative fold numbers, got {list(self.folds)}")
-        if not self.ensembles or min(self.ensembles) < 1:
-            raise ValueError(f"ensemble sizes must be positive integers, got {list(self.ensembles)}")
-        if self.max_train_rows < 1:
-            raise ValueError(f"max_train_rows must be positive, got {self.max_train_rows}")
+            raise InvalidInputError(f"folds must be non-negative fold numbers, got {list(self.folds)}")
         if self.threads_per_cell < 1:
-            raise ValueError(f"--threads-per-cell must be at least 1, got {self.threads_per_cell}")
+            raise InvalidInputError(f"threads_per_cell must be at least 1, got {self.threads_per_cell}")
 
     def resolved_openml_cache(self) -> str | None:
         return self.openml_cache or os.environ.get("OPENML_CACHE_DIR") or None
 
-    def resolved_tabpfn_weights(self) -> str | None:
-        return self.tabpfn_weights or os.environ.get("EQUIBENCH_TABPFN_WEIGHTS") or None
+
+def prepared_settings(options: MethodOptions) -> dict[str, Settings]:
+    """Every registered method's settings for a run, resolved and checked once (see
+    ``Method.prepare``): the manifest records them all, so that a later run adding a method
+    finds what its cells would be made with."""
+    return {name: spec.implementation().prepare(spec.settings.from_options(options)) for name, spec in METHODS.items()}
 
 
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-def _method_settings(config: EvaluateConfig) -> dict:
-    checkpoints = {"equitabpfn": config.equitabpfn_checkpoint, "tabpfn-star": config.tabpfn_star_checkpoint}
-    settings = {}
-    for name in ("equitabpfn", "tabpfn-star"):
-        chosen = checkpoints[name]
-        path = default_checkpoint(name) if chosen == "default" else Path(chosen)
-        settings[name] = {"checkpoint": str(path), "max_train_rows": config.max_train_rows, "device": config.device}
-    for name in ("tabpfn-v1", "tabpfn-v2"):
-        settings[name] = {"tabpfn_weights": config.resolved_tabpfn_weights(), "device": config.device}
-    return settings
-
-
-def _fingerprint(config: EvaluateConfig, method_settings: dict) -> dict:
+def _fingerprint(config: EvaluateConfig, settings: dict[str, Settings], suite: Suite) -> dict:
     """What makes a cell's numbers: the seed, the threads per cell (the order of floating-point
-    reductions), and per method the settings that change them (the PFN checkpoints' content,
-    the context cap, the TabPFN weights)."""
-    methods = {name: {} for name in METHODS}
-    for name in ("equitabpfn", "tabpfn-star"):
-        path = Path(method_settings[name]["checkpoint"])
-        option = f"--{name}-checkpoint"
-        if not {"equitabpfn": config.equitabpfn_checkpoint, "tabpfn-star": config.tabpfn_star_checkpoint}[name].strip():
-            raise ValueError(f"{option} is empty; pass `default` or a checkpoint file written by `equibench pretrain`")
-        if path.is_dir():
-            raise ValueError(f"{option} {str(path)!r} is a folder; pass the checkpoint file inside it (a pretraining "
-                             "output folder holds model.pt)")
-        if not path.is_file():
-            raise ValueError(f"{name} checkpoint {str(path)!r} does not exist; pass a file written by `equibench pretrain`")
-        if read_card(path).arch != name:
-            raise ValueError(f"checkpoint {str(path)!r} holds a {read_card(path).arch} model, not {name}; pass a {name} checkpoint")
-        methods[name] = {"checkpoint_sha256": _file_digest(path), "max_train_rows": config.max_train_rows}
-    for name in ("tabpfn-v1", "tabpfn-v2"):
-        methods[name] = {"tabpfn_weights": config.resolved_tabpfn_weights()}
-    return {"seed": config.seed, "threads_per_cell": config.threads_per_cell, "methods": methods}
-
-
-def _stale_methods(saved: dict, current: dict, stored_methods: set[str]) -> list[str]:
-    """Methods with stored cells whose settings changed since they were made."""
-    return sorted(
-        name for name in stored_methods if saved["methods"].get(name, {}) != current["methods"].get(name, {})
-    )
-
-
-def _versions() -> dict:
-    versions = {"python": platform.python_version()}
-    for package in ("equibench", "torch", "numpy", "pandas", "scikit-learn", "openml", "xgboost-cpu", "xgboost",
-                    "rtdl-revisiting-models", "pytorch-tabnet", "tabpfn"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
-
-
-def _git_sha() -> str | None:
-    try:
-        result = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout.strip() or None if result.returncode == 0 else None
+    reductions), per method the settings the run's options set (see ``Settings.fingerprint``),
+    and the content of the suite's table files."""
+    return {"seed": config.seed, "threads_per_cell": config.threads_per_cell,
+            "methods": {name: method.fingerprint() for name, method in settings.items()},
+            "tables": {spec.task_id: spec.sha256 for spec in suite.files}}
 
 
 @dataclass
@@ -156,8 +90,6 @@ class TaskInfo:
 
 def _task_infos(suite: Suite, openml_cache: str | None) -> dict[str, TaskInfo]:
     """Load every task once: checks availability and fills openml's cache before workers read it."""
-    from .openml_data import TaskUnavailableError
-
     infos = {}
     for task_id in suite.task_ids:
         try:
@@ -169,30 +101,28 @@ def _task_infos(suite: Suite, openml_cache: str | None) -> dict[str, TaskInfo]:
     return infos
 
 
-def plan_cells(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskInfo]) -> list[Cell]:
-    """Every cell of the run, task by task (so workers reuse a task's preprocessed folds)."""
+def plan_cells(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskInfo],
+               settings: dict[str, Settings]) -> list[Cell]:
+    """Every cell of the run, task by task (so workers reuse a task's preprocessed folds), one
+    per variant of each method's prepared ``settings``."""
+    variants = {name: settings[name].variants(config.ensembles) for name in config.methods}
     cells = []
     for task_id in suite.task_ids:
         info = infos[task_id]
         folds = config.folds if config.folds is not None else range(info.n_folds or 10)
         if info.error is None and any(fold >= info.n_folds for fold in folds):
-            raise ValueError(f"task {task_id} has folds 0..{info.n_folds - 1}; --folds asks for {list(folds)}")
+            raise InvalidInputError(f"task {task_id} has folds 0..{info.n_folds - 1}; folds asks for {list(folds)}")
         for fold in folds:
             for name in config.methods:
-                for variant in METHODS[name].variants(list(config.ensembles)):
-                    cells.append(Cell(suite.name, task_id, fold, name, variant))
+                cells.extend(Cell(suite.name, task_id, fold, name, variant) for variant in variants[name])
     return cells
 
 
-def estimated_cost(cell: Cell, info: TaskInfo, max_train_rows: int) -> float:
-    """Relative run time of a cell: n_train x n_classes x the method's measured cost per unit."""
-    spec = METHODS[cell.method]
+def estimated_cost(cell: Cell, info: TaskInfo) -> float:
+    """Relative run time of a cell: the train rows its settings process (x ensemble members,
+    up to a context cap) x n_classes x the method's measured cost per unit."""
     n_train = info.n_rows * max(1, info.n_folds - 2) / max(1, info.n_folds)
-    members = 1
-    if spec.ensembles:
-        n_train = min(n_train, max_train_rows)
-        members = int(cell.variant.removeprefix("n"))
-    return spec.cost * n_train * max(1, info.n_classes) * members
+    return METHODS[cell.method].cost * cell.settings.work(n_train) * max(1, info.n_classes)
 
 
 @dataclass
@@ -205,73 +135,49 @@ class EvaluateSummary:
     damaged: dict[str, str] = dataclasses.field(default_factory=dict)  # cell key -> why its stored files are unusable
 
 
-def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_changed: bool, work_cache: Path):
+@dataclass
+class _Run:
+    """What a run was prepared with (see :func:`_prepare`)."""
+
+    suite: Suite
+    context: CellContext
+    fingerprint: dict
+    infos: dict[str, TaskInfo]
+    settings: dict[str, Settings]  # method -> prepared settings
+
+
+def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_changed: bool, work_cache: Path) -> _Run:
+    """Resolve the settings, check them against the stored cells (replacing those of changed
+    methods when ``rerun_changed``) and load every task once."""
     suite = load_suite(config.suite)
-    method_settings = _method_settings(config)
-    fingerprint = _fingerprint(config, method_settings)
-    fingerprint["tables"] = {spec.task_id: spec.sha256 for spec in suite.files}
+    settings = prepared_settings(config)
+    fingerprint = _fingerprint(config, settings, suite)
     manifest_path = out_dir / MANIFEST
     if manifest_path.exists():
         saved = read_manifest(manifest_path)["settings"]
-        changed = sorted(k for k, v in saved.get("tables", {}).items() if fingerprint["tables"].get(k, v) != v)
-        if changed:
-            raise ValueError(
-                f"{str(out_dir)!r} holds results of {', '.join(changed)} made from table files whose content has "
-                "changed since; pass a new --out directory (or restore the files) to keep results consistent"
-            )
-        if saved["seed"] != fingerprint["seed"]:
-            raise ValueError(
-                f"{str(out_dir)!r} holds results made with --seed {saved['seed']}; rerun with it to resume, "
-                "or pass a new --out directory"
-            )
         stored = {row["method"] for row in store.rows()}
-        stale = _stale_methods(saved, fingerprint, stored)
-        if stored and saved.get("threads_per_cell") != fingerprint["threads_per_cell"]:
-            if not rerun_changed:
-                raise ValueError(_threads_refusal(out_dir, saved.get("threads_per_cell"), config.threads_per_cell))
-            stale = sorted(stored)  # every stored cell's numbers depend on its threads
-        if stale and not rerun_changed:
-            raise ValueError(
-                f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
-                "checkpoint, context cap or weights); pass --rerun-changed to replace them, the original options "
-                "to resume, or a new --out directory"
-            )
-        for name in stale:
+        for name in methods_to_rerun(out_dir, saved, fingerprint, stored, rerun_changed):
             store.forget_method(name)
     working = None
     if suite.needs_openml:
         source = config.resolved_openml_cache()
         if source is not None:
-            from .openml_data import working_cache
-
             working = str(working_cache(source, work_cache))
-    infos = _task_infos(suite, working)
-    return suite, CellContext(working, config.seed, method_settings, config.threads_per_cell, file_tasks=suite.files), fingerprint, infos
-
-
-def _threads_refusal(out_dir: Path, before: int | None, now: int) -> str:
-    """Why a run whose stored cells ran on ``before`` threads (None: not recorded) cannot resume on ``now``."""
-    if before is None:
-        return (f"{str(out_dir)!r} holds results made before threads per cell were recorded; pass --rerun-changed "
-                f"to rerun them all with --threads-per-cell {now}, or a new --out directory")
-    return (f"{str(out_dir)!r} holds results made with --threads-per-cell {before} (threads change the numbers); "
-            f"rerun with it to resume, pass --rerun-changed to rerun them all with --threads-per-cell {now}, "
-            "or a new --out directory")
+    context = CellContext(working, config.seed, config.threads_per_cell, file_tasks=suite.files)
+    return _Run(suite, context, fingerprint, _task_infos(suite, working), settings)
 
 
 def _warn_of_cache_gaps(config: EvaluateConfig, console: Console) -> None:
     """Name the OpenML tasks the given cache lacks before any task loads or cell runs."""
-    from .cache_check import missing_tasks_message
-
     message = missing_tasks_message(load_suite(config.suite), config.resolved_openml_cache())
     if message:
         console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
 
 
 def check_out_dir(out_dir: Path) -> None:
-    """A ValueError when ``out_dir`` exists but is not a folder."""
+    """An InvalidInputError when ``out_dir`` exists but is not a folder."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--out {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
+        raise InvalidInputError(f"out_dir {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
 
 
 def evaluate(
@@ -299,23 +205,37 @@ def evaluate(
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="equibench-dry-run-") as scratch:
             store = ResultsStore(out_dir)
-            suite, _, _, infos = _prepare(config, out_dir, store, False, Path(scratch) / "openml-cache")
-            return _summary(config, out_dir, store, suite, infos)
+            return _summary(config, out_dir, store, _prepare(config, out_dir, store, False, Path(scratch) / "openml-cache"))
     created = not out_dir.exists()
     with locked_folder(out_dir) as lock:
         try:
             store = ResultsStore(out_dir)
             store.remove_stray_temporaries()
-            suite, context, fingerprint, infos = _prepare(config, out_dir, store, rerun_changed,
-                                                          out_dir / "openml-cache")
-            summary = _summary(config, out_dir, store, suite, infos)
+            run = _prepare(config, out_dir, store, rerun_changed, out_dir / "openml-cache")
+            summary = _summary(config, out_dir, store, run)
         except BaseException:
             if created:  # rejected before any work: leave no folder behind
                 _empty_rejected(out_dir)
                 lock.remove_folder = True
             raise
-        _run_cells(config, store, suite, context, fingerprint, infos, summary, backend, progress, console)
+        _run_cells(config, store, run, summary, backend, progress, console)
         return summary
+
+
+def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "frame",
+                   fold_column: str | None = None, backend: CellBackend | None = None, progress: bool = False,
+                   **options) -> EvaluateSummary:
+    """Evaluate methods on a data frame (pandas, polars, ...) with the same protocol, results
+    store and report as ``equibench evaluate``.
+
+    The frame is stored as ``out/data/<name>.parquet`` and a suite file ``out/suite.yaml``
+    naming it is written, so the run can be resumed (call again) and reported
+    (``equibench report --results out``). ``fold_column`` names a column of test folds;
+    ``options`` go to :class:`EvaluateConfig` (``methods``, ``folds``, ``ensembles``,
+    ``seed``, ``device``, ...).
+    """
+    suite = frame_suite(frame, target, Path(out), name, fold_column)
+    return evaluate(EvaluateConfig(suite=str(suite), **options), out, backend=backend, progress=progress)
 
 
 def _empty_rejected(out_dir: Path) -> None:
@@ -325,20 +245,30 @@ def _empty_rejected(out_dir: Path) -> None:
             shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
-def _summary(config: EvaluateConfig, out_dir: Path, store: ResultsStore, suite: Suite, infos: dict) -> EvaluateSummary:
-    cells = plan_cells(config, suite, infos)
+def _summary(config: EvaluateConfig, out_dir: Path, store: ResultsStore, run: _Run) -> EvaluateSummary:
+    cells = plan_cells(config, run.suite, run.infos, run.settings)
     finished = store.finished_keys()
     pending = [cell for cell in cells if cell.key not in finished]
-    task_errors = {task_id: info.error for task_id, info in infos.items() if info.error}
+    task_errors = {task_id: info.error for task_id, info in run.infos.items() if info.error}
     damaged = {key: reason for key, reason in store.damaged.items() if key in {cell.key for cell in cells}}
     return EvaluateSummary(out_dir, cells, pending, Counter(), task_errors, damaged)
 
 
-def _run_cells(config, store, suite, context, fingerprint, infos, summary, backend, progress, console) -> None:
+def _progress_columns() -> tuple:
+    return (
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("ok {task.fields[ok]}  skipped {task.fields[skipped]}  [red]failed {task.fields[failed]}[/red]"
+                   "  workers {task.fields[workers]}"),
+        TimeElapsedColumn(), TimeRemainingColumn(),
+    )
+
+
+def _run_cells(config: EvaluateConfig, store: ResultsStore, run: _Run, summary: EvaluateSummary,
+               backend: CellBackend | None, progress: bool, console: Console) -> None:
     """Run the summary's pending cells, storing each as it finishes. An interruption
     (Ctrl-C, SIGTERM) keeps every stored cell and marks the invocation interrupted."""
     out_dir = summary.out_dir
-    invocation = _start_manifest(out_dir, config, fingerprint, len(summary.cells), len(summary.pending))
+    invocation = start_invocation(out_dir, config, run.fingerprint, len(summary.cells), len(summary.pending))
     runnable = []
     for cell in summary.pending:
         error = summary.task_errors.get(cell.task_id)
@@ -350,18 +280,12 @@ def _run_cells(config, store, suite, context, fingerprint, infos, summary, backe
     store.write_table()
     backend = backend or LocalBackend()
     if backend.workers() > 1:
-        runnable.sort(key=lambda cell: -estimated_cost(cell, infos[cell.task_id], config.max_train_rows))
-    columns = [
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("ok {task.fields[ok]}  skipped {task.fields[skipped]}  [red]failed {task.fields[failed]}[/red]"
-                   "  workers {task.fields[workers]}"),
-        TimeElapsedColumn(), TimeRemainingColumn(),
-    ]
+        runnable.sort(key=lambda cell: -estimated_cost(cell, run.infos[cell.task_id]))
     try:
-        with Progress(*columns, console=console, disable=not progress) as bar:
-            task = bar.add_task(f"evaluate {suite.name}", total=len(runnable), ok=0, skipped=0, failed=0,
+        with Progress(*_progress_columns(), console=console, disable=not progress) as bar:
+            task = bar.add_task(f"evaluate {run.suite.name}", total=len(runnable), ok=0, skipped=0, failed=0,
                                 workers=backend.workers())
-            for cell, outcome in _run(runnable, context, backend):
+            for cell, outcome in _run(runnable, run.context, backend):
                 store.write(cell.key, outcome.row, outcome.proba, outcome.arrays, outcome.traceback)
                 summary.counts[outcome.row["status"]] += 1
                 bar.update(task, advance=1, workers=backend.workers(),
@@ -369,10 +293,10 @@ def _run_cells(config, store, suite, context, fingerprint, infos, summary, backe
                 store.write_table_if_due()
     except BaseException:
         store.write_table()
-        _finish_manifest(out_dir, invocation, summary.counts, interrupted=True)
+        finish_invocation(out_dir, invocation, summary.counts, interrupted=True)
         raise
     store.write_table()
-    _finish_manifest(out_dir, invocation, summary.counts)
+    finish_invocation(out_dir, invocation, summary.counts)
 
 
 def _run(cells: list[Cell], context: CellContext, backend: CellBackend):
@@ -402,50 +326,3 @@ def _run(cells: list[Cell], context: CellContext, backend: CellBackend):
         if lost and backend.recover():  # the other in-flight cells were lost with it: submit them again
             queue.extend(reversed(list(in_flight.values())))
             in_flight.clear()
-
-
-def read_manifest(path: Path) -> dict:
-    """manifest.json, checked: a ValueError names the file and what to do when it is damaged."""
-    try:
-        manifest = json.loads(path.read_text())
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("invocations"), list):
-            raise ValueError("no `invocations` list")
-        settings = manifest.get("settings")
-        if not isinstance(settings, dict) or "seed" not in settings or not isinstance(settings.get("methods"), dict):
-            raise ValueError("no `settings` with `seed` and `methods`")
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ValueError(
-            f"{str(path)!r} is damaged ({error}); move it aside (the stored cells are kept, only the run history "
-            "and the settings check are lost) or pass a new --out directory"
-        ) from None
-    return manifest
-
-
-def _start_manifest(out_dir: Path, config: EvaluateConfig, fingerprint: dict, n_cells: int, n_pending: int) -> int:
-    path = out_dir / MANIFEST
-    manifest = read_manifest(path) if path.exists() else {"invocations": []}
-    manifest["settings"] = fingerprint
-    manifest["invocations"].append({
-        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-        "config": dataclasses.asdict(config),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "cells": n_cells, "pending": n_pending,
-        "versions": _versions(), "git_sha": _git_sha(),
-        "machine": {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "platform": platform.platform()},
-    })
-    _write_json(path, manifest)
-    return len(manifest["invocations"]) - 1
-
-
-def _finish_manifest(out_dir: Path, index: int, counts: Counter, interrupted: bool = False) -> None:
-    path = out_dir / MANIFEST
-    manifest = read_manifest(path)
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    manifest["invocations"][index].update(
-        {"interrupted" if interrupted else "finished": stamp, "written": dict(counts)}
-    )
-    _write_json(path, manifest)
-
-
-def _write_json(path: Path, data: dict) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")

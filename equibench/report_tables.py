@@ -8,18 +8,16 @@ and return a DataFrame; nothing here runs a model.
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from .baselines.registry import METHODS
+from .baselines.settings import ensemble_size
 
 KNN = "knn"
 EQUITABPFN = "equitabpfn"
 TABPFN_STAR = "tabpfn-star"
 METRICS = ("accuracy", "auc", "f1")
 MIN_CD_ROWS = 5  # autorank needs at least five paired samples
-_ENSEMBLE = re.compile(r"n(\d+)")
 _NO_REASON = "(no reason recorded)"
 
 
@@ -31,17 +29,16 @@ def method_label(method: str) -> str:
 
 def is_ensemble_variant(variant: str) -> bool:
     """Whether a variant names an ensemble size ("n1", "n4", ...)."""
-    return _ENSEMBLE.fullmatch(variant) is not None
+    return ensemble_size(variant) is not None
 
 
-def ensemble_members(variant: str) -> int:
-    """Ensemble members of a variant ("n4" -> 4); 1 for "default" and other names."""
-    match = _ENSEMBLE.fullmatch(variant)
-    return int(match.group(1)) if match else 1
+def variant_members(variant: str) -> int:
+    """Ensemble members of a variant (its ensemble size); 1 for "default" and other names."""
+    return ensemble_size(variant) or 1
 
 
 def _variant_key(variant: str) -> tuple[int, str]:
-    return ensemble_members(variant), variant
+    return variant_members(variant), variant
 
 
 def with_entries(cells: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +49,7 @@ def with_entries(cells: pd.DataFrame) -> pd.DataFrame:
         ordered = sorted(variants.unique(), key=_variant_key)
         label = method_label(method)
         rows.extend(
-            {"suite": suite, "method": method, "variant": variant, "members": ensemble_members(variant),
+            {"suite": suite, "method": method, "variant": variant, "members": variant_members(variant),
              "entry": label if len(ordered) == 1 else f"{label} ({variant})", "main": variant == ordered[0]}
             for variant in ordered
         )

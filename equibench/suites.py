@@ -20,6 +20,7 @@ from pathlib import Path
 import tomllib
 import yaml
 
+from .openml_data import load_task as load_openml_task
 from .tasks import DEMO_TASKS, Task, demo_task
 from .user_data import PREFIX as FILE_PREFIX
 from .user_data import FileTask, file_task_from_entry, load_file_task
@@ -121,6 +122,4 @@ def load_task(task_id: str, openml_cache: str | os.PathLike | None, files: tuple
         if spec is None:
             raise ValueError(f"task {task_id} is a table file task, but its suite's file entry was not given")
         return load_file_task(spec)
-    from .openml_data import load_task as load_openml_task
-
     return load_openml_task(int(task_id), openml_cache)

@@ -1,7 +1,8 @@
 """Your own tables as evaluation tasks: a CSV or parquet file with a target column (and
-optionally a fold column), named in a suite file or handed over as a data frame.
+optionally a fold column), named in a suite file.
 
-A suite file entry (paths relative to the suite file)::
+A suite file entry (paths relative to the suite file; ``evaluate.evaluate_frame`` writes one
+for a data frame)::
 
     tasks = [5, {file = "data/patients.csv", target = "outcome", folds = "fold", name = "patients"}]
 
@@ -14,14 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import yaml
 
-from .tasks import Task
+from .atomic_files import atomic_write, atomic_write_text
+from .errors import InvalidInputError
+from .frames import as_pandas
+from .tasks import Task, stratified_folds
 
 PREFIX = "file-"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -66,9 +71,7 @@ def file_task_from_entry(entry: dict, base_dir: Path, where: str) -> FileTask:
     return FileTask(f"{PREFIX}{name}", name, str(path), entry["target"], folds, _digest(path))
 
 
-def _read_table(path: Path):
-    import pandas as pd
-
+def _read_table(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
     except Exception as error:  # pandas and pyarrow raise many types for unreadable files
@@ -77,15 +80,11 @@ def _read_table(path: Path):
 
 def load_file_task(spec: FileTask) -> Task:
     """The :class:`Task` of a table file, checked against the content the suite was planned with."""
-    import pandas as pd
-
-    from .tasks import stratified_folds
-
     path = Path(spec.path)
     if not path.is_file() or _digest(path) != spec.sha256:
         raise ValueError(
             f"table file {spec.path!r} of task {spec.task_id} is missing or changed since the run was planned; "
-            "restore it, or start a new --out directory"
+            "restore it, or start a new out_dir"
         )
     frame = _read_table(path)
     for column, role in ((spec.target, "target"), (spec.folds, "folds")):
@@ -124,48 +123,30 @@ def _fold_column(column, spec: FileTask) -> np.ndarray:
     return folds
 
 
-def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "frame",
-                   fold_column: str | None = None, backend=None, progress: bool = False, **options):
-    """Evaluate methods on a data frame (pandas, polars, ...) with the same protocol, results
-    store and report as ``equibench evaluate``.
-
-    The frame is stored as ``out/data/<name>.parquet`` and a suite file ``out/suite.yaml``
-    naming it is written, so the run can be resumed (call again) and reported
-    (``equibench report --results out``). ``fold_column`` names a column of test folds;
-    ``options`` go to :class:`~equibench.evaluate.EvaluateConfig` (``methods``, ``folds``,
-    ``ensembles``, ``seed``, ``device``, ...). Returns the :class:`EvaluateSummary`.
-    """
-    import pandas as pd
-    import yaml
-
-    from .atomic_files import atomic_write_text
-    from .evaluate import EvaluateConfig, evaluate
-    from .frames import as_pandas
-
+def frame_suite(frame, target: str, out: Path, name: str, fold_column: str | None) -> Path:
+    """Store ``frame`` as ``out/data/<name>.parquet`` and write the suite file
+    ``out/suite.yaml`` that names it (with ``fold_column`` as its folds, if given); the
+    suite file's path. A different frame of the same name in ``out`` is refused."""
     frame = as_pandas(frame)
     if not isinstance(frame, pd.DataFrame):
-        raise ValueError(f"evaluate_frame needs a data frame, got {type(frame).__name__}")
+        raise InvalidInputError(f"evaluate_frame needs a data frame, got {type(frame).__name__}")
     if not _NAME.match(name):
-        raise ValueError(f"name {name!r} may only hold letters, digits, '_', '.' and '-'")
+        raise InvalidInputError(f"name {name!r} may only hold letters, digits, '_', '.' and '-'")
     if target not in frame.columns:
-        raise ValueError(f"the frame has no target column {target!r}; its columns are {list(frame.columns)}")
-    out = Path(out)
+        raise InvalidInputError(f"the frame has no target column {target!r}; its columns are {list(frame.columns)}")
     data_path = out / "data" / f"{name}.parquet"
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
     if data_path.exists() and data_path.read_bytes() != buffer.getvalue():
-        raise ValueError(
+        raise InvalidInputError(
             f"{str(out)!r} holds results for another frame named {name!r}; pass a new out directory or name"
         )
     data_path.parent.mkdir(parents=True, exist_ok=True)
     if not data_path.exists():
-        from .atomic_files import atomic_write
-
         atomic_write(data_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
     entry = {"file": f"data/{name}.parquet", "target": target, "name": name}
     if fold_column is not None:
         entry["folds"] = fold_column
     suite_path = out / "suite.yaml"
     atomic_write_text(suite_path, yaml.safe_dump({"name": name, "tasks": [entry]}, sort_keys=False))
-    config = EvaluateConfig(suite=str(suite_path), **options)
-    return evaluate(config, out, backend=backend, progress=progress)
+    return suite_path

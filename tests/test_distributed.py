@@ -74,7 +74,7 @@ def test_bad_scheduler_says_what_to_do(scheduler, message):
 def test_cli_refuses_jobs_with_a_scheduler_and_writes_nothing(tmp_path):
     result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--jobs", "2", "--scheduler", "local:2",
                                       "--out", str(tmp_path / "run")])
-    assert result.exit_code == 2 and "--jobs and --scheduler exclude each other" in result.output
+    assert result.exit_code == 2 and "exclude each other" in result.output
     assert not (tmp_path / "run").exists()
     result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--out", str(tmp_path / "run")],
                                 env={"EQUIBENCH_SCHEDULER": "local:zero"})
@@ -95,7 +95,7 @@ def test_cells_go_longest_first_on_parallel_backends(tmp_path):
     config = _config(methods=("knn", "equitabpfn"))
     evaluate(config, tmp_path, backend=Recording(), progress=False)
     infos = _task_infos(load_suite("demo"), None)
-    costs = [estimated_cost(cell, infos[cell.task_id], config.max_train_rows) for cell in submitted]
+    costs = [estimated_cost(cell, infos[cell.task_id]) for cell in submitted]
     assert len(submitted) == 12 and costs == sorted(costs, reverse=True)
     # by n_train x n_classes x method: EquiTabPFN on the 30-class task first, KNN on iris last
     assert (submitted[0].task_id, submitted[0].method) == ("demo-synthetic-30", "equitabpfn")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,12 +27,14 @@ from typer.testing import CliRunner
 
 from equibench.backends import LocalBackend
 from equibench.cli import app
-from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.evaluate import EvaluateConfig, _task_infos, evaluate, plan_cells, prepared_settings
 from equibench.metrics import cell_metrics
+from equibench.results_store import ResultsStore
 from equibench.suites import load_suite
 from equibench.tabzilla import TabZillaPreprocessor
 
 DATA = Path(__file__).parent / "data"
+COMMITTED = Path(__file__).parents[1] / "results" / "demo"
 SHARED_CACHE = Path(
     os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-cache")
 )
@@ -196,8 +199,8 @@ def test_cells_run_on_the_threads_per_cell_whatever_this_process_runs_on(tmp_pat
 
 def test_resuming_with_another_thread_count_is_refused_or_reruns_every_cell(tmp_path):
     evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
-    with pytest.raises(ValueError, match=r"made with --threads-per-cell 1 .*rerun with it to resume, pass "
-                                         r"--rerun-changed to rerun them all with --threads-per-cell 2"):
+    with pytest.raises(ValueError, match=r"made with threads_per_cell 1 .*rerun with it to resume, pass "
+                                         r"rerun_changed to rerun them all with threads_per_cell 2"):
         evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False)
     assert len(pd.read_csv(tmp_path / "results.csv")) == 6  # nothing run, nothing forgotten
     summary = evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False,
@@ -209,7 +212,7 @@ def test_resuming_with_another_thread_count_is_refused_or_reruns_every_cell(tmp_
     # a run made before threads were recorded cannot be resumed either
     manifest["settings"].pop("threads_per_cell")
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match="before threads per cell were recorded; pass --rerun-changed"):
+    with pytest.raises(ValueError, match="before threads per cell were recorded; pass rerun_changed"):
         evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False)
 
 
@@ -219,7 +222,7 @@ def test_cli_refuses_to_resume_with_another_thread_count_in_one_line(tmp_path):
     result = CliRunner().invoke(app, [*arguments, "--threads-per-cell", "2"], terminal_width=400)
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and "--threads-per-cell 1" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("error:") and re.search(r"threads.per.cell 1\b", lines[0])
 
 
 def test_a_failing_method_gives_a_failed_row_and_the_run_goes_on(tmp_path, monkeypatch):
@@ -272,12 +275,36 @@ def test_an_uncached_task_is_one_clear_message_and_the_others_run(tmp_path):
     assert set(table[table.task_id != "999999"].status) == {"ok"}
 
 
+def test_ensemble_variants_are_named_from_the_settings_and_resume(tmp_path):
+    evaluate(_tiny(methods=("equitabpfn",), ensembles=(1, 2)), tmp_path, progress=False)
+    assert sorted(set(pd.read_csv(tmp_path / "results.csv").variant)) == ["n1", "n2"]
+    methods = json.loads((tmp_path / "manifest.json").read_text())["settings"]["methods"]
+    assert methods["knn"] == {} and methods["tabpfn-v1"] == {"tabpfn_weights": None}
+    assert set(methods["equitabpfn"]) == {"checkpoint_sha256", "max_train_rows"}
+    summary = evaluate(_tiny(methods=("equitabpfn",), ensembles=(2, 4)), tmp_path, progress=False)
+    assert [cell.settings.n_estimators for cell in summary.pending] == [4] * 6
+
+
+def test_the_committed_demo_store_reads_with_the_typed_settings(monkeypatch):
+    """Read-only: the committed store's recorded settings are what the typed settings give
+    today, and every cell its last run plans is stored under the name the settings derive."""
+    monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
+    manifest = json.loads((COMMITTED / "manifest.json").read_text())
+    recorded = manifest["invocations"][-1]["config"]
+    config = EvaluateConfig(**{key: tuple(value) if isinstance(value, list) else value for key, value in recorded.items()})
+    settings = prepared_settings(config)
+    assert {name: method.fingerprint() for name, method in settings.items()} == manifest["settings"]["methods"]
+    suite = load_suite(config.suite)
+    cells = plan_cells(config, suite, _task_infos(suite, None), settings)
+    assert len(cells) == 6 * 10 * 2 and {cell.key for cell in cells} <= ResultsStore(COMMITTED).finished_keys()
+
+
 def test_resuming_with_different_settings_is_refused_or_replaces(tmp_path):
     evaluate(_tiny(methods=("knn", "tabpfn-star")), tmp_path, progress=False)
-    with pytest.raises(ValueError, match="made with --seed 0"):
+    with pytest.raises(ValueError, match="made with seed 0"):
         evaluate(_tiny(methods=("knn",), seed=1), tmp_path, progress=False)
     other = _tiny(methods=("knn", "tabpfn-star"), tabpfn_star_checkpoint=str(default_checkpoint("tabpfn-star")))
-    with pytest.raises(ValueError, match="results of tabpfn-star made with different settings.*--rerun-changed"):
+    with pytest.raises(ValueError, match="results of tabpfn-star made with different settings.*rerun_changed"):
         evaluate(other, tmp_path, progress=False)
     # adding a method is fine; changing the EquiTabPFN checkpoint is too while it has no cells
     evaluate(_tiny(methods=("knn", "linear-model"), equitabpfn_checkpoint=str(default_checkpoint("equitabpfn"))),
@@ -292,8 +319,8 @@ def test_resuming_with_different_settings_is_refused_or_replaces(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--methods", "knn,nope"], "unknown method 'nope'"),
     (["--folds", "zero"], "--folds takes comma-separated integers"),
-    (["--jobs", "0"], "--jobs must be at least 1"),
-    (["--threads-per-cell", "0"], "--threads-per-cell must be at least 1"),
+    (["--jobs", "0"], "jobs must be at least 1"),
+    (["--threads-per-cell", "0"], "must be at least 1, got 0"),
     (["--ensembles", "0"], "ensemble sizes must be positive"),
     (["--equitabpfn-checkpoint", "/no/such.pt"], "does not exist"),
     (["--equitabpfn-checkpoint", str(DATA / "tiny-tabpfn-star.pt")], "not equitabpfn"),

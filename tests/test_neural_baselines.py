@@ -36,6 +36,12 @@ IDS = [cls.name for cls in METHODS]
 N_CLASSES = 4
 
 
+def _epochs(cls, max_epochs: int, pretrain: int) -> dict:
+    """Settings of ``cls`` with these epochs (``pretrain``: VIME's self-supervised stage only)."""
+    pretraining = {"pretrain_max_epochs": pretrain} if cls is VIMEMethod else {}
+    return {"max_epochs": max_epochs, **pretraining}
+
+
 def _data(seed=0, n=400):
     X, y = make_classification(
         n_samples=n, n_features=8, n_informative=4, n_redundant=0, n_classes=N_CLASSES,
@@ -104,7 +110,7 @@ def test_a_cell_gives_the_same_probabilities_whatever_threads_its_process_has(cl
 
 @pytest.mark.parametrize("cls", METHODS, ids=IDS)
 def test_different_seed_gives_different_probabilities(cls):
-    settings = dict(FAST[cls], max_epochs=2, pretrain_max_epochs=2)
+    settings = _epochs(cls, 2, 2)
     a = cls(N_CLASSES, seed=0, **settings).fit(X_TR, Y_TR, X_VA, Y_VA).predict_proba(X_TE)
     b = cls(N_CLASSES, seed=1, **settings).fit(X_TR, Y_TR, X_VA, Y_VA).predict_proba(X_TE)
     assert not np.array_equal(a, b)
@@ -121,7 +127,7 @@ def test_fitted_method_pickles(cls, twin_fits):
 def test_classes_missing_from_train_and_validation(cls):
     """Task has 5 classes: class 4 never occurs, class 2 is absent from validation."""
     val_keep = Y_VA != 2
-    settings = dict(FAST[cls], max_epochs=3, pretrain_max_epochs=2)
+    settings = _epochs(cls, 3, 2)
     method = cls(5, seed=0, **settings).fit(X_TR, Y_TR, X_VA[val_keep], Y_VA[val_keep])
     proba = method.predict_proba(X_TE)
     assert proba.shape == (len(X_TE), 5)
@@ -134,7 +140,7 @@ def test_classes_missing_from_train_and_validation(cls):
 def test_validation_rows_of_unseen_classes_and_no_validation(cls):
     """Train misses class 1 (a 10% holdout is used when no validation data is given)."""
     keep = Y_TR != 1
-    settings = dict(FAST[cls], max_epochs=3, pretrain_max_epochs=2)
+    settings = _epochs(cls, 3, 2)
     for X_val, y_val in [(X_VA, Y_VA), (None, None)]:
         method = cls(N_CLASSES, seed=0, **settings).fit(X_TR[keep], Y_TR[keep], X_val, y_val)
         proba = method.predict_proba(X_TE)
@@ -151,7 +157,7 @@ def test_early_stopping_on_noise_labels(cls):
     y_noise = rng.randint(0, N_CLASSES, len(X_TR))
     y_val_noise = rng.randint(0, N_CLASSES, len(X_VA))
     max_epochs = 60 if cls is TabNetMethod else 300
-    settings = {"max_epochs": max_epochs, "patience": 3, "pretrain_max_epochs": 5}
+    settings = {**_epochs(cls, max_epochs, 5), "patience": 3}
     method = cls(N_CLASSES, seed=0, **settings).fit(X_TR, y_noise, X_VA, y_val_noise)
     assert method.epochs_trained_ < max_epochs
     if hasattr(method, "log_"):

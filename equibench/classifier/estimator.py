@@ -16,6 +16,7 @@ from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
+from ..baselines.settings import MAX_TRAIN_ROWS
 from ..devices import resolve_device, resolve_precision
 from ..errors import InvalidInputError, TooManyClassesError
 from ..frames import as_pandas
@@ -67,7 +68,7 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         inference_precision="auto",
         fit_mode: str = "low_memory",
         softmax_temperature: float = 0.8,
-        max_train_rows: int = 3000,
+        max_train_rows: int = MAX_TRAIN_ROWS,
         ignore_pretraining_limits: bool = False,
         categorical_features=None,
         batch_size: int = 1024,

@@ -175,17 +175,13 @@ def methods_data() -> list[dict]:
 
     from ..baselines.registry import METHODS
 
-    needs = {"xgboost": ("xgboost", "xgboost-cpu"), "rtdl-resnet": ("rtdl_revisiting_models", "rtdl-revisiting-models"),
-             "rtdl-mlp": ("rtdl_revisiting_models", "rtdl-revisiting-models"), "tabnet": ("pytorch_tabnet", "pytorch-tabnet"),
-             "tabpfn-v1": ("tabpfn", "tabpfn<2"), "tabpfn-v2": ("tabpfn", "tabpfn>=2")}
     rows = []
     for spec in METHODS.values():
-        module, pip_name = needs.get(spec.name, (None, None))
-        missing = module is not None and importlib.util.find_spec(module) is None
+        missing = spec.requires is not None and importlib.util.find_spec(spec.requires.module) is None
         rows.append({
             "method": spec.name, "label": spec.label, "variants": "ensemble sizes" if spec.ensembles else "default",
-            "ready": not missing, "install": f"pip install \"{pip_name}\"" if missing else None,
-            "needs_weights": spec.name.startswith("tabpfn-v"),
+            "ready": not missing, "install": f"pip install \"{spec.requires.pip}\"" if missing else None,
+            "needs_weights": spec.needs_weights,
         })
     return rows
 

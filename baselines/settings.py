@@ -1,0 +1,247 @@
+"""The typed settings of every evaluated method, and the run options they are made from.
+
+A method's settings are a frozen dataclass; the registry names each method's class. A run
+turns its :class:`MethodOptions` into settings once (``from_options``), the PFN methods
+resolve and check their checkpoint once (``Method.prepare``), and the ensemble methods get one
+settings per ensemble size (``variants``). A cell's ``variant`` (the last part of its stored
+name) is derived from its settings: ``EnsembleSettings(n_estimators=4).variant == "n4"``.
+
+Only the standard library is imported here: `equibench methods` lists the registry without
+numpy or torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InvalidInputError
+
+#: The PFN context cap of the protocol: a class-balanced subsample above it.
+MAX_TRAIN_ROWS = 3000
+#: The neural baselines' training loop (TabZilla protocol).
+BATCH_SIZE = 128
+MAX_EPOCHS = 500
+PATIENCE = 20
+_ENSEMBLE_PREFIX = "n"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MethodOptions:
+    """The run options the methods' settings are made from (see ``from_options``)."""
+
+    ensembles: tuple[int, ...] = (1,)  # ensemble sizes of the PFN methods: one variant each
+    tabpfn_weights: str | None = None  # falls back to EQUIBENCH_TABPFN_WEIGHTS
+    equitabpfn_checkpoint: str = "default"
+    tabpfn_star_checkpoint: str = "default"
+    max_train_rows: int = MAX_TRAIN_ROWS
+    device: str = "cpu"  # of the PFN methods
+
+    def __post_init__(self) -> None:
+        if not self.ensembles or min(self.ensembles) < 1:
+            raise InvalidInputError(f"ensemble sizes must be positive integers, got {list(self.ensembles)}")
+        if self.max_train_rows < 1:
+            raise InvalidInputError(f"max_train_rows must be positive, got {self.max_train_rows}")
+
+    def resolved_tabpfn_weights(self) -> str | None:
+        return self.tabpfn_weights or os.environ.get("EQUIBENCH_TABPFN_WEIGHTS") or None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Settings of a method whose run options change nothing: one variant, ``default``."""
+
+    @classmethod
+    def from_options(cls, options: MethodOptions) -> Settings:
+        return cls()
+
+    @property
+    def variant(self) -> str:
+        return "default"
+
+    def variants(self, ensembles: tuple[int, ...]) -> list[Settings]:
+        """The settings of each variant a run evaluates."""
+        return [self]
+
+    def fingerprint(self) -> dict:
+        """What of these settings a run's options set and the numbers depend on (resolved settings)."""
+        return {}
+
+    def work(self, n_train: float) -> float:
+        """How much a fit on ``n_train`` rows processes, in train rows (orders cells by cost)."""
+        return n_train
+
+
+@dataclass(frozen=True)
+class EnsembleSettings(Settings):
+    """A method evaluated at several ensemble sizes, one variant each."""
+
+    n_estimators: int = 1
+
+    @property
+    def variant(self) -> str:
+        return f"{_ENSEMBLE_PREFIX}{self.n_estimators}"
+
+    def variants(self, ensembles: tuple[int, ...]) -> list[Settings]:
+        return [dataclasses.replace(self, n_estimators=size) for size in ensembles]
+
+    def work(self, n_train: float) -> float:
+        return n_train * self.n_estimators
+
+
+def ensemble_size(variant: str) -> int | None:
+    """The ensemble size a stored variant names (the inverse of ``EnsembleSettings.variant``,
+    for readers of results that hold only the name); None for other variants."""
+    digits = variant.removeprefix(_ENSEMBLE_PREFIX)
+    return int(digits) if digits != variant and digits.isdecimal() else None
+
+
+def _file_sha256(path: str | os.PathLike) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PFNSettings(EnsembleSettings):
+    """EquiTabPFN and TabPFN*: a checkpoint file (``default``: the packaged one, resolved by
+    the method's ``prepare``), the context cap and the device."""
+
+    checkpoint: str = "default"
+    max_train_rows: int = MAX_TRAIN_ROWS
+    device: str = "cpu"
+
+    def fingerprint(self) -> dict:
+        return {"checkpoint_sha256": _file_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows}
+
+    def work(self, n_train: float) -> float:
+        return min(n_train, self.max_train_rows) * self.n_estimators
+
+
+@dataclass(frozen=True)
+class EquiTabPFNSettings(PFNSettings):
+    @classmethod
+    def from_options(cls, options: MethodOptions) -> Settings:
+        return cls(checkpoint=options.equitabpfn_checkpoint, max_train_rows=options.max_train_rows, device=options.device)
+
+
+@dataclass(frozen=True)
+class TabPFNStarSettings(PFNSettings):
+    @classmethod
+    def from_options(cls, options: MethodOptions) -> Settings:
+        return cls(checkpoint=options.tabpfn_star_checkpoint, max_train_rows=options.max_train_rows, device=options.device)
+
+
+@dataclass(frozen=True)
+class ExternalTabPFNSettings(EnsembleSettings):
+    """TabPFN v1/v2: the folder of the user's weights (None: the cells are skipped)."""
+
+    tabpfn_weights: str | None = None
+    device: str = "cpu"
+
+    @classmethod
+    def from_options(cls, options: MethodOptions) -> Settings:
+        return cls(tabpfn_weights=options.resolved_tabpfn_weights(), device=options.device)
+
+    def fingerprint(self) -> dict:
+        return {"tabpfn_weights": self.tabpfn_weights}
+
+
+# -- the baselines: TabZilla's defaults ------------------------------------------------------
+
+@dataclass(frozen=True)
+class XGBoostSettings(Settings):
+    n_estimators: int = 1000
+    early_stopping_rounds: int = 20  # on the validation fold
+
+
+@dataclass(frozen=True)
+class RandomForestSettings(Settings):
+    n_estimators: int = 50
+    max_depth: int = 5
+
+
+@dataclass(frozen=True)
+class KNNSettings(Settings):
+    n_neighbors: int = 9
+
+
+@dataclass(frozen=True)
+class DecisionTreeSettings(Settings):
+    max_depth: int = 5
+
+
+@dataclass(frozen=True)
+class LinearModelSettings(Settings):
+    max_iter: int = 1000
+
+
+@dataclass(frozen=True)
+class TrainingSettings(Settings):
+    """The early-stopped mini-batch training of the neural baselines."""
+
+    lr: float = 1e-3
+    batch_size: int = BATCH_SIZE
+    max_epochs: int = MAX_EPOCHS
+    patience: int = PATIENCE  # epochs without improvement of the validation loss
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class TorchSettings(TrainingSettings):
+    weight_decay: float = 0.0  # AdamW when positive
+
+
+@dataclass(frozen=True)
+class MLPSettings(TorchSettings):
+    lr: float = 7e-4
+    hidden: tuple[int, ...] = (30, 30, 30)
+
+
+@dataclass(frozen=True)
+class RtdlMLPSettings(TorchSettings):
+    layers: tuple[int, ...] = (128, 256, 128)
+    dropout: float = 0.1
+
+
+@dataclass(frozen=True)
+class RtdlResNetSettings(TorchSettings):
+    n_blocks: int = 2
+    d_block: int = 128
+    d_hidden: int = 256
+    dropout1: float = 0.25  # hidden
+    dropout2: float = 0.1  # residual
+
+
+@dataclass(frozen=True)
+class STGSettings(TorchSettings):
+    lr: float = 0.005
+    hidden: tuple[int, ...] = (60, 20)
+    lam: float = 0.1  # weight of the gates' regulariser
+    sigma: float = 0.5  # gate noise
+
+
+@dataclass(frozen=True)
+class TabNetSettings(TrainingSettings):
+    lr: float = 0.02
+    n_d: int = 24
+    n_a: int = 24
+    n_steps: int = 5
+    gamma: float = 1.5
+    n_independent: int = 3
+    n_shared: int = 3
+    momentum: float = 0.015
+    mask_type: str = "sparsemax"
+    virtual_batch_size: int = 128
+
+
+@dataclass(frozen=True)
+class VIMESettings(TrainingSettings):
+    p_m: float = 0.5  # corruption probability
+    alpha: float = 3.0  # weight of the feature reconstruction
+    beta: float = 3.0  # weight of the consistency loss
+    K: int = 5  # corruptions per unlabelled row
+    encoder_hidden: int | None = None  # None: the number of features
+    predictor_hidden: int = 100
+    pretrain_max_epochs: int | None = None  # None: max_epochs

@@ -1,0 +1,130 @@
+"""``manifest.json`` of an evaluation's results folder: the settings its numbers depend on
+(checked before a run resumes) and one entry per invocation (command, versions, machine).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from .atomic_files import atomic_write_text
+from .errors import InvalidInputError
+from .machine import cpu_name
+
+MANIFEST = "manifest.json"
+_PACKAGES = ("equibench", "torch", "numpy", "pandas", "scikit-learn", "openml", "xgboost-cpu", "xgboost",
+             "rtdl-revisiting-models", "pytorch-tabnet", "tabpfn")
+
+
+def read_manifest(path: Path) -> dict:
+    """manifest.json, checked: an InvalidInputError names the file and what to do when it is damaged."""
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("invocations"), list):
+            raise ValueError("no `invocations` list")
+        settings = manifest.get("settings")
+        if not isinstance(settings, dict) or "seed" not in settings or not isinstance(settings.get("methods"), dict):
+            raise ValueError("no `settings` with `seed` and `methods`")
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise InvalidInputError(
+            f"{str(path)!r} is damaged ({error}); move it aside (the stored cells are kept, only the run history "
+            "and the settings check are lost) or pass a new out_dir"
+        ) from None
+    return manifest
+
+
+def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str], rerun_changed: bool) -> list[str]:
+    """The stored methods whose cells the settings ``current`` must replace (all of them when the
+    threads per cell changed); an InvalidInputError when the run cannot resume on ``saved``'s
+    cells, or when some must be replaced and ``rerun_changed`` is false."""
+    changed = sorted(k for k, v in saved.get("tables", {}).items() if current["tables"].get(k, v) != v)
+    if changed:
+        raise InvalidInputError(
+            f"{str(out_dir)!r} holds results of {', '.join(changed)} made from table files whose content has "
+            "changed since; pass a new out_dir (or restore the files) to keep results consistent"
+        )
+    if saved["seed"] != current["seed"]:
+        raise InvalidInputError(f"{str(out_dir)!r} holds results made with seed {saved['seed']}; rerun with it to "
+                                "resume, or pass a new out_dir")
+    stale = sorted(name for name in stored if saved["methods"].get(name, {}) != current["methods"].get(name, {}))
+    if stored and saved.get("threads_per_cell") != current["threads_per_cell"]:
+        if not rerun_changed:
+            raise InvalidInputError(_threads_refusal(out_dir, saved.get("threads_per_cell"), current["threads_per_cell"]))
+        stale = sorted(stored)  # every stored cell's numbers depend on its threads
+    if stale and not rerun_changed:
+        raise InvalidInputError(
+            f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
+            "checkpoint, context cap or weights); pass rerun_changed to replace them, the original settings "
+            "to resume, or a new out_dir"
+        )
+    return stale
+
+
+def _threads_refusal(out_dir: Path, before: int | None, now: int) -> str:
+    """Why a run whose stored cells ran on ``before`` threads (None: not recorded) cannot resume on ``now``."""
+    if before is None:
+        return (f"{str(out_dir)!r} holds results made before threads per cell were recorded; pass rerun_changed "
+                f"to rerun them all with threads_per_cell {now}, or a new out_dir")
+    return (f"{str(out_dir)!r} holds results made with threads_per_cell {before} (threads change the numbers); "
+            f"rerun with it to resume, pass rerun_changed to rerun them all with threads_per_cell {now}, "
+            "or a new out_dir")
+
+
+def start_invocation(out_dir: Path, config, settings: dict, n_cells: int, n_pending: int) -> int:
+    """Record ``settings`` and a new invocation of ``config`` (a dataclass); its index."""
+    path = out_dir / MANIFEST
+    manifest = read_manifest(path) if path.exists() else {"invocations": []}
+    manifest["settings"] = settings
+    manifest["invocations"].append({
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "config": dataclasses.asdict(config),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "cells": n_cells, "pending": n_pending,
+        "versions": _versions(), "git_sha": _git_sha(),
+        "machine": {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "platform": platform.platform()},
+    })
+    _write_json(path, manifest)
+    return len(manifest["invocations"]) - 1
+
+
+def finish_invocation(out_dir: Path, index: int, counts: Counter, interrupted: bool = False) -> None:
+    path = out_dir / MANIFEST
+    manifest = read_manifest(path)
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    manifest["invocations"][index].update(
+        {"interrupted" if interrupted else "finished": stamp, "written": dict(counts)}
+    )
+    _write_json(path, manifest)
+
+
+def _versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for package in _PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _git_sha() -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None if result.returncode == 0 else None
+
+
+def _write_json(path: Path, data: dict) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")

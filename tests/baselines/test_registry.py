@@ -1,0 +1,41 @@
+"""The registry: every entry's implementation, settings and requirement; unknown names."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from equibench.baselines.base import optional_import
+from equibench.baselines.registry import FAST_METHODS, METHODS, method_spec
+from equibench.baselines.settings import EnsembleSettings
+
+from equibench.errors import InvalidInputError, MissingDependencyError
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_each_entry_reaches_its_implementation(name):
+    spec = METHODS[name]
+    implementation = spec.implementation()
+    assert implementation.name == name == spec.name
+    assert isinstance(implementation(3).settings, spec.settings)
+    assert spec.ensembles == issubclass(spec.settings, EnsembleSettings)
+
+
+def test_ensemble_methods_and_weights():
+    assert [name for name, spec in METHODS.items() if spec.ensembles] == ["equitabpfn", "tabpfn-star", "tabpfn-v1",
+                                                                           "tabpfn-v2"]
+    assert [name for name, spec in METHODS.items() if spec.needs_weights] == ["tabpfn-v1", "tabpfn-v2"]
+    assert set(FAST_METHODS) <= set(METHODS)
+
+
+def test_an_unknown_method_names_the_known_ones():
+    with pytest.raises(InvalidInputError, match="unknown method 'nope'; choose from equitabpfn, tabpfn-star"):
+        method_spec("nope")
+
+
+def test_a_missing_optional_package_names_its_pip_requirement(monkeypatch):
+    monkeypatch.setitem(sys.modules, "xgboost", None)  # makes `import xgboost` fail
+    with pytest.raises(MissingDependencyError, match="'xgboost' needs the Python package 'xgboost'") as info:
+        with optional_import("xgboost"):
+            import xgboost  # noqa: F401
+    assert info.value.hint == 'pip install "xgboost-cpu"'

@@ -1,0 +1,102 @@
+"""The typed method settings: variants derived from them, defaults written once, typed changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+
+import pytest
+from equibench.baselines.knn import KNNMethod
+from equibench.baselines.mlp import MLPMethod
+from equibench.baselines.settings import (
+    MAX_TRAIN_ROWS,
+    EnsembleSettings,
+    EquiTabPFNSettings,
+    ExternalTabPFNSettings,
+    KNNSettings,
+    MethodOptions,
+    MLPSettings,
+    PFNSettings,
+    Settings,
+    TabPFNStarSettings,
+    ensemble_size,
+)
+
+from equibench import EquiTabPFNClassifier
+from equibench.errors import InvalidInputError
+from equibench.evaluate import EvaluateConfig
+
+
+def test_the_variant_is_derived_from_the_settings():
+    assert EnsembleSettings(n_estimators=4).variant == "n4"
+    assert PFNSettings(n_estimators=16, checkpoint="x.pt").variant == "n16"
+    assert KNNSettings().variant == Settings().variant == "default"
+    sizes = [settings.n_estimators for settings in EquiTabPFNSettings().variants((1, 4, 16))]
+    assert sizes == [1, 4, 16] and all(isinstance(size, int) for size in sizes)
+    assert KNNSettings().variants((1, 4)) == [KNNSettings()]
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 10, 128])
+def test_a_stored_variant_gives_back_its_ensemble_size(size):
+    assert ensemble_size(EnsembleSettings(n_estimators=size).variant) == size
+
+
+@pytest.mark.parametrize("variant", ["default", "n", "nx", "4", "n-1", "m4"])
+def test_other_variants_name_no_ensemble_size(variant):
+    assert ensemble_size(variant) is None
+
+
+def test_the_options_give_each_method_its_settings(monkeypatch):
+    monkeypatch.setenv("EQUIBENCH_TABPFN_WEIGHTS", "/weights")
+    options = MethodOptions(equitabpfn_checkpoint="e.pt", tabpfn_star_checkpoint="s.pt", max_train_rows=50, device="cuda")
+    assert EquiTabPFNSettings.from_options(options) == EquiTabPFNSettings(checkpoint="e.pt", max_train_rows=50, device="cuda")
+    assert TabPFNStarSettings.from_options(options).checkpoint == "s.pt"
+    assert ExternalTabPFNSettings.from_options(options) == ExternalTabPFNSettings(tabpfn_weights="/weights", device="cuda")
+    assert KNNSettings.from_options(options) == KNNSettings()  # the run options change no baseline
+
+
+def test_the_context_cap_is_written_once():
+    assert MethodOptions().max_train_rows == PFNSettings().max_train_rows == MAX_TRAIN_ROWS
+    assert EvaluateConfig(suite="demo").max_train_rows == MAX_TRAIN_ROWS
+    assert inspect.signature(EquiTabPFNClassifier).parameters["max_train_rows"].default == MAX_TRAIN_ROWS
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"ensembles": ()}, "ensemble sizes must be positive"),
+    ({"ensembles": (1, 0)}, "ensemble sizes must be positive"),
+    ({"max_train_rows": 0}, "max_train_rows must be positive"),
+])
+def test_bad_options_are_refused(changes, message):
+    with pytest.raises(InvalidInputError, match=message):
+        MethodOptions(**changes)
+
+
+def test_a_method_takes_its_registered_settings_and_typed_changes():
+    assert KNNMethod(3).settings == KNNSettings()
+    mlp = MLPMethod(3, seed=1, lr=0.01)
+    assert mlp.settings == MLPSettings(lr=0.01) and mlp.settings.hidden == (30, 30, 30)
+    assert MLPMethod(3, settings=MLPSettings(max_epochs=2), patience=1).settings == MLPSettings(max_epochs=2, patience=1)
+    with pytest.raises(TypeError):
+        MLPMethod(3, pretrain_max_epochs=2)  # VIME's, not the MLP's
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        mlp.settings.lr = 1.0
+
+
+def test_the_settings_module_stays_light():
+    assert "numpy" not in {name.split(".")[0] for name in _imported_by("equibench.baselines.settings")}
+
+
+def _imported_by(module: str) -> set[str]:
+    import subprocess
+
+    code = f"import sys; before = set(sys.modules); import {module}; print(' '.join(set(sys.modules) - before))"
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
+    assert ran.returncode == 0, ran.stderr
+    return set(ran.stdout.split())
+
+
+def test_the_work_of_a_fit_grows_with_members_up_to_the_context_cap():
+    assert KNNSettings().work(5000) == 5000
+    assert ExternalTabPFNSettings(n_estimators=2).work(5000) == 10000
+    assert PFNSettings(n_estimators=4).work(5000) == 4 * MAX_TRAIN_ROWS and PFNSettings().work(100) == 100

@@ -1,0 +1,63 @@
+"""manifest.json of a results folder: the resume checks and the invocation records."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from equibench.errors import InvalidInputError
+from equibench.run_manifest import finish_invocation, methods_to_rerun, read_manifest, start_invocation
+
+SAVED = {"seed": 0, "threads_per_cell": 1, "tables": {"file-a": "1"},
+         "methods": {"knn": {}, "equitabpfn": {"checkpoint_sha256": "aa", "max_train_rows": 3000}}}
+
+
+def _current(**changes) -> dict:
+    return {**json.loads(json.dumps(SAVED)), **changes}
+
+
+def test_the_same_settings_resume_with_nothing_to_rerun():
+    assert methods_to_rerun(Path("out"), SAVED, _current(), {"knn", "equitabpfn"}, rerun_changed=False) == []
+
+
+def test_changed_method_settings_are_refused_or_rerun():
+    current = _current(methods={"knn": {}, "equitabpfn": {"checkpoint_sha256": "bb", "max_train_rows": 3000}})
+    with pytest.raises(InvalidInputError, match="results of equitabpfn made with different settings.*rerun_changed"):
+        methods_to_rerun(Path("out"), SAVED, current, {"knn", "equitabpfn"}, rerun_changed=False)
+    assert methods_to_rerun(Path("out"), SAVED, current, {"knn", "equitabpfn"}, rerun_changed=True) == ["equitabpfn"]
+    assert methods_to_rerun(Path("out"), SAVED, current, {"knn"}, rerun_changed=False) == []  # no cells to replace
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"seed": 1}, "made with seed 0; rerun with it"),
+    ({"tables": {"file-a": "2"}}, "results of file-a made from table files whose content has changed"),
+    ({"threads_per_cell": 2}, "made with threads_per_cell 1 .*rerun them all with threads_per_cell 2"),
+])
+def test_what_no_rerun_can_fix_or_only_a_full_one(changes, message):
+    with pytest.raises(InvalidInputError, match=message):
+        methods_to_rerun(Path("out"), SAVED, _current(**changes), {"knn"}, rerun_changed=False)
+
+
+def test_another_thread_count_reruns_every_stored_method():
+    assert methods_to_rerun(Path("out"), SAVED, _current(threads_per_cell=2), {"knn", "equitabpfn"},
+                            rerun_changed=True) == ["equitabpfn", "knn"]
+
+
+@dataclass(frozen=True)
+class _Config:
+    suite: str = "demo"
+
+
+def test_invocations_are_recorded_and_finished(tmp_path):
+    first = start_invocation(tmp_path, _Config(), SAVED, n_cells=6, n_pending=6)
+    finish_invocation(tmp_path, first, Counter(ok=6))
+    second = start_invocation(tmp_path, _Config(), SAVED, n_cells=6, n_pending=0)
+    finish_invocation(tmp_path, second, Counter(), interrupted=True)
+    manifest = read_manifest(tmp_path / "manifest.json")
+    assert manifest["settings"] == SAVED and [run["config"] for run in manifest["invocations"]] == [{"suite": "demo"}] * 2
+    assert manifest["invocations"][0]["written"] == {"ok": 6} and "finished" in manifest["invocations"][0]
+    assert "interrupted" in manifest["invocations"][1] and manifest["invocations"][1]["versions"]["numpy"]
