@@ -9,29 +9,15 @@ of each cell that shared network (the classifier works on its own copy).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import warnings
 from pathlib import Path
 
-from torch import nn
-
 from ..classifier import PretrainingLimitWarning
+from ..classifier.checkpoints import shared_network
 from ..errors import InvalidInputError
-from ..model import default_checkpoint, load_checkpoint
+from ..model import default_checkpoint
 from .base import Method
 from .settings import PFNSettings
-
-
-@functools.lru_cache(maxsize=4)
-def _load(path: str, mtime_ns: int, size: int) -> nn.Module:
-    # mtime and size are part of the key so that a rewritten file is loaded again
-    return load_checkpoint(path)[0]
-
-
-def checkpoint_network(path: str | Path) -> nn.Module:
-    """The network of checkpoint file ``path``, loaded once per process; shared: never modify it."""
-    stat = Path(path).stat()
-    return _load(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 class PFNMethod(Method):
@@ -53,7 +39,7 @@ class PFNMethod(Method):
         if not path.is_file():
             raise InvalidInputError(f"{cls.name} checkpoint {str(path)!r} does not exist; pass a file written by "
                                     "`equibench pretrain`")
-        arch = checkpoint_network(path).arch
+        arch = shared_network(path).arch
         if arch != cls.name:
             raise InvalidInputError(f"checkpoint {str(path)!r} holds a {arch} model, not {cls.name}; pass a {cls.name} "
                                     "checkpoint")
@@ -65,7 +51,7 @@ class PFNMethod(Method):
 
     def _network_settings(self) -> dict:
         """The classifier parameters these settings give."""
-        return {"checkpoint": checkpoint_network(self.settings.checkpoint), "device": self.settings.device,
+        return {"checkpoint": shared_network(self.settings.checkpoint), "device": self.settings.device,
                 "max_train_rows": self.settings.max_train_rows, "random_state": self.seed}
 
     def _model(self, n_seen: int):

@@ -180,12 +180,12 @@ def test_2_dry_run_writes_nothing(tmp_path, quick_results):
 @pytest.mark.parametrize("present", [["model.pt", "config.json", "log.jsonl"], ["model.pt"]])
 def test_3_pretrain_refuses_files_of_another_run(tmp_path, present):
     user = _user_files(tmp_path, present)
-    with pytest.raises(FileExistsError, match=f"already holds {', '.join(present)} .*pass --overwrite"):
+    with pytest.raises(FileExistsError, match=f"already holds {', '.join(present)} .*pass overwrite=True"):
         pretrain(_train_config(), PRIOR, tmp_path, progress=False)
     _assert_survived(user)
     result = CliRunner().invoke(app, ["pretrain", "--out", str(tmp_path), "--size", "tiny", "--steps", "1",
                                       "--no-bundled-validation", "--no-progress"])
-    assert "--overwrite" in _clean_error(result)
+    assert "overwrite=True" in _clean_error(result)
     _assert_survived(user)
     pretrain(_train_config(steps=2), PRIOR, tmp_path, progress=False, overwrite=True)
     assert load_checkpoint(tmp_path / "model.pt")[1].steps == 2
@@ -264,7 +264,7 @@ def test_5_a_non_finite_loss_stops_the_run_keeping_the_last_checkpoint(tmp_path,
         return loss * float("nan") if len(calls) >= 5 else loss  # step 5 diverges
 
     monkeypatch.setattr(pretrain_module, "masked_test_loss", diverging)
-    with pytest.raises(NonFiniteLossError, match=r"step 5: the training loss is nan .*Lower --lr"):
+    with pytest.raises(NonFiniteLossError, match=r"step 5: the training loss is nan .*lower lr"):
         pretrain(_train_config(), PRIOR, tmp_path, progress=False)
     model, card = load_checkpoint(tmp_path / "model.pt")  # step 3, finite
     assert card.steps == 3
@@ -531,7 +531,7 @@ def test_14_resume_drops_a_torn_last_log_line_and_refuses_a_truncated_state(trai
     assert all(json.loads(line) for line in (run / "log.jsonl").read_text().splitlines())
     state = run / "train_state.pt"
     state.write_bytes(state.read_bytes()[:1000])
-    with pytest.raises(ValueError, match="train_state.pt' is unreadable .*truncated: continue from its model.pt with --init-from"):
+    with pytest.raises(ValueError, match="train_state.pt' is unreadable .*truncated: continue from its model.pt with init_from"):
         pretrain(_train_config(), PRIOR, run, resume=True, progress=False)
     result = CliRunner().invoke(app, ["pretrain", "--out", str(run), "--size", "tiny", "--resume"])
     assert "is unreadable" in _clean_error(result)

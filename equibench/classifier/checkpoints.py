@@ -18,8 +18,7 @@ from ..model.checkpoint import packaged_checkpoint_dir, packaged_checkpoints
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(path: str, mtime_ns: int, size: int) -> nn.Module:
-    # mtime and size are part of the key so that a rewritten file is reloaded. The cached
-    # module is never handed out: every fitted estimator gets its own copy.
+    # mtime and size are part of the key so that a rewritten file is loaded again
     return load_checkpoint(path)[0]
 
 
@@ -28,10 +27,20 @@ def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _cache_key(path: str | os.PathLike) -> tuple[str, int, int]:
+    stat = Path(path).stat()
+    return str(path), stat.st_mtime_ns, stat.st_size
+
+
+def shared_network(path: str | os.PathLike) -> nn.Module:
+    """The network of checkpoint file ``path``, loaded once per process and shared by every
+    caller: read it, never modify or move it (estimators take their own copy)."""
+    return _load_cached(*_cache_key(path))
+
+
 def _load_file(path: Path) -> tuple[nn.Module, str]:
     """A private copy of the model in checkpoint file ``path`` and the file's sha256."""
-    stat = path.stat()
-    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    key = _cache_key(path)
     return copy.deepcopy(_load_cached(*key)), _file_sha256(*key)
 
 

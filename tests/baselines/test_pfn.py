@@ -10,6 +10,7 @@ from equibench.baselines.equitabpfn import EquiTabPFNMethod
 from equibench.baselines.settings import EquiTabPFNSettings
 from equibench.model import default_checkpoint
 
+from equibench.classifier import checkpoints
 from equibench.errors import InvalidInputError
 from equibench.evaluate import EvaluateConfig, evaluate
 
@@ -28,20 +29,21 @@ def test_prepare_resolves_the_default_and_checks_the_file(tmp_path):
             EquiTabPFNMethod.prepare(EquiTabPFNSettings(checkpoint=checkpoint))
 
 
-def _counting(monkeypatch, name: str) -> list:
-    calls, original = [], getattr(pfn, name)
+def _counting(monkeypatch, module, name: str) -> list:
+    calls, original = [], getattr(module, name)
 
     def counted(*args):
         calls.append(args)
         return original(*args)
 
-    monkeypatch.setattr(pfn, name, counted)
+    monkeypatch.setattr(module, name, counted)
     return calls
 
 
 def test_a_run_resolves_and_loads_each_checkpoint_once(tmp_path, monkeypatch):
-    pfn._load.cache_clear()
-    loads, resolutions = _counting(monkeypatch, "load_checkpoint"), _counting(monkeypatch, "default_checkpoint")
+    checkpoints._load_cached.cache_clear()
+    loads = _counting(monkeypatch, checkpoints, "load_checkpoint")
+    resolutions = _counting(monkeypatch, pfn, "default_checkpoint")
     config = EvaluateConfig(suite="demo", methods=("equitabpfn",), folds=(0,), ensembles=(1, 2), **TINY)
     summary = evaluate(config, tmp_path / "tiny", progress=False)
     assert summary.counts["ok"] == 12  # 6 tasks x 2 ensemble sizes, all in this process
