@@ -12,19 +12,14 @@ is never the bottleneck.
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
 import time
-from pathlib import Path
 
 import torch
 from equibench.model import build_model, count_parameters, size_config
+from recording import add_record_flag, publish, section
 
-from equibench.machine import hardware_description
 from equibench.pretrain import batch_loss
 from equibench.prior import PriorConfig, sample_batch
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def prior_rate(prior: PriorConfig, batch_size: int, seconds: float, device: torch.device) -> float:
@@ -72,7 +67,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30.0, help="measuring time per configuration")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--record", action="store_true", help="append the table to docs/BENCHMARKS.md")
+    add_record_flag(parser)
     args = parser.parse_args()
 
     device = torch.device(args.device)
@@ -82,13 +77,8 @@ def main() -> None:
     batches = [sample_batch(prior, args.batch_size, generator, device) for _ in range(8)]
     prior_per_s = prior_rate(prior, args.batch_size, args.seconds, device)
     lines = [
-        f"### Pretraining throughput ({datetime.date.today().isoformat()})",
-        "",
-        f"Machine: {hardware_description(device)}, torch {torch.__version__}, Python {platform.python_version()}. "
-        f"Command: `python benchmarks/pretrain.py --rows {args.rows} --batch-size {args.batch_size} "
-        f"--seconds {args.seconds:g}`. {args.rows} rows per dataset, batch {args.batch_size}, "
-        f"{'bf16 autocast' if amp else 'float32'}; training steps on 8 pre-sampled batches (mixed K). "
-        f"Prior alone: **{prior_per_s:.1f} datasets/s**.",
+        f"{args.rows} rows per dataset, batch {args.batch_size}, {'bf16 autocast' if amp else 'float32'} on "
+        f"{device.type}; training steps on 8 pre-sampled batches (mixed K). Prior alone: **{prior_per_s:.1f} datasets/s**.",
         "",
         "| model | size | parameters | training datasets/s | prior / training |",
         "|---|---|---:|---:|---:|",
@@ -99,11 +89,7 @@ def main() -> None:
             n_parameters = count_parameters(build_model(arch, size_config(size)))
             lines.append(f"| {arch} | {size} | {n_parameters:,} | {rate:.2f} | {prior_per_s / rate:.1f}x |")
             print(lines[-1], flush=True)
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.record:
-        with (ROOT / "docs" / "BENCHMARKS.md").open("a") as handle:
-            handle.write("\n" + table)
+    publish(section("Pretraining throughput", "\n".join(lines)), args.record)
 
 
 if __name__ == "__main__":
