@@ -1,4 +1,4 @@
-"""Task suites: the paper's ``gt10`` and ``le10`` (OpenML task ids, SPEC §4), the offline
+"""Task suites: the paper's ``gt10`` and ``le10`` (OpenML task ids of the EquiTabPFN paper's dataset tables), the offline
 ``demo`` suite, and user suites from a YAML or TOML file::
 
     # my-suite.toml                       # my-suite.yaml

@@ -15,7 +15,7 @@ from .experiment import ARCH_LABELS
 from .toy import TOY_EXTENT, TOY_ORDERINGS, differs_from_identity, toy_problem
 
 DPI = 130
-#: Paper (SPEC section 4): % arg-max changes of a fully trained TabPFN, 1 member, by K.
+#: The EquiTabPFN paper's equivariance-gap figure: % arg-max changes of a fully trained TabPFN, 1 member, by K.
 PAPER_TABPFN = {2: 1.0, 4: 2.9, 8: 10.1, 10: 20.5}
 #: Paper: K = 10 with 16 permutation-ensemble members.
 PAPER_TABPFN_K10_E16 = 11.2

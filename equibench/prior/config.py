@@ -16,7 +16,7 @@ ACTIVATIONS = ("tanh", "identity", "relu")
 
 @dataclass(frozen=True)
 class PriorConfig:
-    """Every knob of the prior. Defaults follow the TabPFN v1 prior (SPEC §3).
+    """Every knob of the prior. Defaults follow the TabPFN v1 prior (Hollmann et al. 2023) that the EquiTabPFN paper trains on.
 
     Per batch: K = 2 with probability ``p_binary``, else uniform in {2..max_classes}; the
     split point is uniform in [ceil(min_train_fraction * rows), floor(max_train_fraction * rows)].
