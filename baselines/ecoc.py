@@ -18,6 +18,8 @@ from sklearn.utils import check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
+from ..errors import InvalidInputError
+
 _EPS = 1e-12
 
 
@@ -76,11 +78,11 @@ class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y):
         if not isinstance(self.max_classes, numbers.Integral) or self.max_classes < 2:
-            raise ValueError(f"max_classes must be an integer >= 2, got {self.max_classes!r}")
+            raise InvalidInputError(f"max_classes must be an integer >= 2, got {self.max_classes!r}")
         if not isinstance(self.n_draws, numbers.Integral) or self.n_draws < 1:
-            raise ValueError(f"n_draws must be a positive integer, got {self.n_draws!r}")
+            raise InvalidInputError(f"n_draws must be a positive integer, got {self.n_draws!r}")
         if not isinstance(self.redundancy, numbers.Real) or not self.redundancy >= 1:
-            raise ValueError(f"redundancy must be a number >= 1, got {self.redundancy!r}")
+            raise InvalidInputError(f"redundancy must be a number >= 1, got {self.redundancy!r}")
         # X goes to the wrapped estimator unchanged (DataFrames keep their dtypes)
         validate_data(self, X, skip_check_array=True)
         y = column_or_1d(y, warn=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .atomic_files import atomic_write_text
+from .errors import InvalidInputError
 
 MANIFEST = "equibench-download.json"
 
@@ -44,7 +45,7 @@ class Manifest:
             data = json.loads(path.read_text())
             return cls(path, dict(data["files"]), dict(data["tasks"]))
         except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{str(path)!r} is not a download record of equibench ({error}); move it away and rerun"
             ) from None
 

@@ -30,6 +30,7 @@ from rich.table import Table
 
 from .cache_check import DATASET_FILES, TASK_FILES, TaskCheck, check_task, server_dir
 from .cache_manifest import Manifest, file_digest
+from .errors import InvalidInputError
 from .suites import load_suite
 
 DEFAULT_SERVER = "https://www.openml.org/api/v1/xml"
@@ -47,13 +48,13 @@ class DownloadOptions:
 
     def __post_init__(self) -> None:
         if not self.server.startswith(("http://", "https://")) or "/api/" not in self.server:
-            raise ValueError(f"--server must be an OpenML API URL like {DEFAULT_SERVER}, got {self.server!r}")
+            raise InvalidInputError(f"server must be an OpenML API URL like {DEFAULT_SERVER}, got {self.server!r}")
         if self.retries < 0:
-            raise ValueError(f"--retries must be 0 or more, got {self.retries}")
+            raise InvalidInputError(f"retries must be 0 or more, got {self.retries}")
         if not self.backoff_s >= 0:
-            raise ValueError(f"the backoff must be 0 or more seconds, got {self.backoff_s}")
+            raise InvalidInputError(f"backoff_s must be 0 or more seconds, got {self.backoff_s}")
         if not self.timeout_s > 0:
-            raise ValueError(f"--timeout must be a positive number of seconds, got {self.timeout_s}")
+            raise InvalidInputError(f"timeout_s must be a positive number of seconds, got {self.timeout_s}")
 
 
 @dataclass
@@ -85,7 +86,7 @@ class UnsupportedTask(Exception):
 def select_tasks(suite: str | None, tasks: list[str] | None) -> list[str]:
     """The task ids to fetch: the suite's, or only ``tasks`` (which must be in the suite, if one is given)."""
     if suite is None and not tasks:
-        raise ValueError("name the tasks to fetch: --suite gt10, le10 or a suite file, and/or --tasks 5,7")
+        raise InvalidInputError("name the tasks to fetch: a suite (gt10, le10 or a suite file) and/or tasks (OpenML task ids)")
     if suite is None:
         return list(dict.fromkeys(tasks))
     task_ids = list(load_suite(suite).task_ids)
@@ -93,7 +94,7 @@ def select_tasks(suite: str | None, tasks: list[str] | None) -> list[str]:
         return task_ids
     unknown = [task_id for task_id in tasks if task_id not in task_ids]
     if unknown:
-        raise ValueError(f"--tasks {','.join(unknown)} not in suite {suite!r} (its tasks: {', '.join(task_ids)})")
+        raise InvalidInputError(f"tasks {','.join(unknown)} not in suite {suite!r} (its tasks: {', '.join(task_ids)})")
     return list(dict.fromkeys(tasks))
 
 
@@ -279,15 +280,15 @@ def download_tasks(
     as built-in. One process at a time writes a cache (a lock file says so)."""
     cache = Path(cache)
     if cache.exists() and not cache.is_dir():
-        raise ValueError(f"--cache {str(cache)!r} is a file; pass a folder (it is created if missing)")
+        raise InvalidInputError(f"cache {str(cache)!r} is a file; pass a folder (it is created if missing)")
     console = console or Console(stderr=True)
     try:
         (cache / PARTIAL_DIR).mkdir(parents=True, exist_ok=True)
         lock = FileLock(cache / LOCK_FILE).acquire(timeout=0)
     except Timeout:
-        raise ValueError(f"another `equibench download` is writing {str(cache)!r}; wait for it to finish") from None
+        raise InvalidInputError(f"another `equibench download` is writing {str(cache)!r}; wait for it to finish") from None
     except OSError as error:
-        raise ValueError(f"cannot write to --cache {str(cache)!r} ({error.strerror}); pass a writable folder") from None
+        raise InvalidInputError(f"cannot write to the cache folder {str(cache)!r} ({error.strerror}); pass a writable folder") from None
     with lock:
         for leftover in (cache / PARTIAL_DIR).iterdir():  # staging folders of a killed download
             shutil.rmtree(leftover, ignore_errors=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic_files import atomic_write
-from .errors import TaskUnavailableError
+from .errors import InvalidInputError, TaskUnavailableError
 from .tasks import Task
 
 
@@ -64,7 +64,7 @@ def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
     except Exception as error:  # openml raises connection, cache and server errors alike
         raise TaskUnavailableError(
             f"OpenML task {task_id} is not in the cache {str(cache_dir)!r} and the OpenML server "
-            f"could not be reached ({type(error).__name__}). Point --openml-cache (or "
+            f"could not be reached ({type(error).__name__}). Point openml_cache (or "
             "OPENML_CACHE_DIR) at a cache that holds it."
         ) from error
     test_folds = np.full(len(X), -1)
@@ -73,7 +73,7 @@ def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
         _, test = task.get_train_test_split_indices(fold=fold, repeat=0)
         test_folds[test] = fold
     if (test_folds < 0).any():
-        raise ValueError(f"task {task_id}: {int((test_folds < 0).sum())} rows are in no test fold")
+        raise InvalidInputError(f"task {task_id}: {int((test_folds < 0).sum())} rows are in no test fold")
     return Task(
         task_id=str(task_id), name=dataset.name, X=X.reset_index(drop=True), y=np.asarray(y),
         categorical=np.asarray(categorical, dtype=bool), test_folds=test_folds,

@@ -12,6 +12,7 @@ from sklearn.feature_selection import mutual_info_classif
 from sklearn.preprocessing import OrdinalEncoder, QuantileTransformer
 from sklearn.utils import check_array
 
+from .errors import InvalidInputError
 from .normalize import apply_normalization, fit_normalization, rescale_by_used_features
 
 #: Feature transforms an ensemble member may apply before normalisation: "none" (the raw
@@ -37,7 +38,7 @@ def _as_frame(X) -> pd.DataFrame:
     for column in frame.columns:
         series = frame[column]
         if pd.api.types.is_complex_dtype(series):
-            raise ValueError(
+            raise InvalidInputError(
                 f"column {names[column]!r} holds complex numbers, which have no order; pass its real and imaginary "
                 "parts (or magnitude and phase) as separate columns"
             )
@@ -123,7 +124,7 @@ class TableEncoder:
         for column in numeric:
             if _is_categorical(frame[column]):
                 example = frame[column][pd.to_numeric(frame[column], errors="coerce").isna() & frame[column].notna()]
-                raise ValueError(
+                raise InvalidInputError(
                     f"column {column} was numeric when fitted but now holds non-numeric values (e.g. "
                     f"{example.iloc[0]!r}); convert it to numbers, or fit again with it as a text column"
                 )

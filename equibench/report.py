@@ -23,6 +23,7 @@ import pandas as pd
 
 from . import report_figures, report_tables
 from .atomic_files import atomic_write_text
+from .errors import InvalidInputError
 from .outdir_lock import locked_folder
 from .results_store import read_cells, results_table
 from .tables import markdown_escape, write_table
@@ -50,7 +51,7 @@ def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
     rows, damaged = read_cells(results_dir)
     if damaged:
         key, reason = next(iter(damaged.items()))
-        raise ValueError(f"{len(damaged)} stored cells of {str(results_dir)!r} are damaged (e.g. {key}: {reason}); "
+        raise InvalidInputError(f"{len(damaged)} stored cells of {str(results_dir)!r} are damaged (e.g. {key}: {reason}); "
                          f"rerun {_evaluate_hint(results_dir)} to recompute them, then the report")
     text = results_table(list(rows.values())).to_csv(index=False)
     snapshot = results_dir / "results.csv"
@@ -66,26 +67,26 @@ def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
     its results.csv); a ValueError says what to run when it has none."""
     path = results_dir / "results.csv"
     if not results_dir.is_dir():
-        raise ValueError(f"results directory {str(results_dir)!r} does not exist (or is not a directory): run {_evaluate_hint(results_dir)} first")
+        raise InvalidInputError(f"results directory {str(results_dir)!r} does not exist (or is not a directory): run {_evaluate_hint(results_dir)} first")
     cells = _cell_rows(results_dir)
     if cells is not None:
         rows, source = cells
     elif not path.is_file():
-        raise ValueError(f"{str(results_dir)!r} has no results.csv: run (or rerun, to resume) {_evaluate_hint(results_dir)}")
+        raise InvalidInputError(f"{str(results_dir)!r} has no results.csv: run (or rerun, to resume) {_evaluate_hint(results_dir)}")
     else:
         try:
             rows = pd.read_csv(path, dtype=_DTYPES)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as error:
-            raise ValueError(f"{str(path)!r} is unreadable ({str(error).strip()}); rerun {_evaluate_hint(results_dir)} "
+            raise InvalidInputError(f"{str(path)!r} is unreadable ({str(error).strip()}); rerun {_evaluate_hint(results_dir)} "
                              "to rebuild it") from None
         source = f"{len(rows)} rows of results.csv (no cells/ folder)"
     missing = [column for column in REQUIRED_COLUMNS if column not in rows.columns]
     if missing:
-        raise ValueError(f"{str(path)!r} lacks the columns {', '.join(missing)}: is it a results.csv of `equibench evaluate`?")
+        raise InvalidInputError(f"{str(path)!r} lacks the columns {', '.join(missing)}: is it a results.csv of `equibench evaluate`?")
     if not (rows["status"] == "ok").any():
         counts = ", ".join(f"{n} {status}" for status, n in rows["status"].value_counts().sort_index().items()) or "no rows"
         suite = rows["suite"].iloc[0] if len(rows) else "SUITE"
-        raise ValueError(f"{str(path)!r} has no ok rows ({counts}): run {_evaluate_hint(results_dir, suite)} with "
+        raise InvalidInputError(f"{str(path)!r} has no ok rows ({counts}): run {_evaluate_hint(results_dir, suite)} with "
                          "methods that can run here (see `equibench methods`) and rerun it until cells succeed")
     return rows, source
 
@@ -95,7 +96,7 @@ def load_results(results_dirs: list[Path]) -> tuple[pd.DataFrame, int, list[str]
     then the earlier directory), sorted; the number of duplicate rows dropped; and per
     directory where its rows came from."""
     if not results_dirs:
-        raise ValueError(f"no results directory given: run {_evaluate_hint(Path('DIR'))}, then pass --results DIR")
+        raise InvalidInputError(f"no results directory given: run {_evaluate_hint(Path('DIR'))}, then pass its folder as results_dirs")
     read = [read_results(Path(path)) for path in results_dirs]
     rows = pd.concat([frame.assign(source=index) for index, (frame, _) in enumerate(read)], ignore_index=True)
     rows["status_order"] = rows["status"].map(_STATUS_ORDER).fillna(len(_STATUS_ORDER))
@@ -234,7 +235,7 @@ def _manifest_lines(results_dir: Path) -> list[str]:
     try:
         invocations = json.loads(path.read_text()).get("invocations", [])
         if not isinstance(invocations, list) or not all(isinstance(run, dict) for run in invocations):
-            raise ValueError("`invocations` is not a list of records")
+            raise InvalidInputError("`invocations` is not a list of records")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError) as error:
         return [*lines, f"manifest.json is unreadable ({markdown_escape(str(error))}).", ""]
     for number, run in enumerate(invocations, start=1):
@@ -276,7 +277,7 @@ def _previous_outputs(out_dir: Path) -> set[str]:
         try:
             names = set(json.loads(listed.read_text())["files"])
         except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{str(listed)!r} is damaged ({error}); move it aside, or choose another --out") from None
+            raise InvalidInputError(f"{str(listed)!r} is damaged ({error}); move it aside, or choose another out_dir") from None
         return {name for name in names if isinstance(name, str) and _OUTPUT_NAME.fullmatch(name)}
     report = out_dir / "REPORT.md"
     if not report.is_file() or not report.read_text(errors="replace").startswith("# equibench report\n"):
@@ -312,7 +313,7 @@ def build_report(results_dirs: list[Path], out_dir: Path) -> Path:
     results_dirs = [Path(path) for path in results_dirs]
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--out {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
+        raise InvalidInputError(f"out_dir {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
     rows, duplicates, origins = load_results(results_dirs)
     with locked_folder(out_dir):
         previous = _previous_outputs(out_dir)
@@ -324,9 +325,9 @@ def build_report(results_dirs: list[Path], out_dir: Path) -> Path:
             new = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
             clashes = _collisions(out_dir, new, previous)
             if clashes:
-                raise ValueError(
+                raise InvalidInputError(
                     f"{str(out_dir / clashes[0])!r} (and {len(clashes) - 1} more) exists and was not written by "
-                    "`equibench report`; move it away or choose another --out"
+                    "`equibench report`; move it away or choose another out_dir"
                 )
             _swap_in(staging, out_dir, new, previous)
         finally:

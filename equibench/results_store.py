@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic_files import atomic_write, atomic_write_text
+from .errors import InvalidInputError
 
 COLUMNS = [
     "suite", "task_id", "dataset", "fold", "method", "variant", "status", "reason",
@@ -124,12 +125,12 @@ def read_cell(path: Path) -> dict:
     try:
         row = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"cell file {str(path)!r} is unreadable ({error})") from None
+        raise InvalidInputError(f"cell file {str(path)!r} is unreadable ({error})") from None
     if not isinstance(row, dict):
-        raise ValueError(f"cell file {str(path)!r} holds a {type(row).__name__}, not a cell row")
+        raise InvalidInputError(f"cell file {str(path)!r} holds a {type(row).__name__}, not a cell row")
     missing = [key for key in REQUIRED_KEYS if key not in row]
     if missing:
-        raise ValueError(f"cell file {str(path)!r} lacks the keys {', '.join(missing)}")
+        raise InvalidInputError(f"cell file {str(path)!r} lacks the keys {', '.join(missing)}")
     return row
 
 

@@ -30,10 +30,10 @@ def read_manifest(path: Path) -> dict:
     try:
         manifest = json.loads(path.read_text())
         if not isinstance(manifest, dict) or not isinstance(manifest.get("invocations"), list):
-            raise ValueError("no `invocations` list")
+            raise InvalidInputError("no `invocations` list")
         settings = manifest.get("settings")
         if not isinstance(settings, dict) or "seed" not in settings or not isinstance(settings.get("methods"), dict):
-            raise ValueError("no `settings` with `seed` and `methods`")
+            raise InvalidInputError("no `settings` with `seed` and `methods`")
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise InvalidInputError(
             f"{str(path)!r} is damaged ({error}); move it aside (the stored cells are kept, only the run history "

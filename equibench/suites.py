@@ -20,6 +20,7 @@ from pathlib import Path
 import tomllib
 import yaml
 
+from .errors import InvalidInputError
 from .openml_data import load_task as load_openml_task
 from .tasks import DEMO_TASKS, Task, demo_task
 from .user_data import PREFIX as FILE_PREFIX
@@ -57,10 +58,10 @@ def _task_id(value) -> str:
     text = str(value).strip()
     if text.startswith("demo-"):
         if text.removeprefix("demo-") not in DEMO_TASKS:
-            raise ValueError(f"unknown demo task {text!r}; choose from {', '.join('demo-' + n for n in DEMO_TASKS)}")
+            raise InvalidInputError(f"unknown demo task {text!r}; choose from {', '.join('demo-' + n for n in DEMO_TASKS)}")
         return text
     if isinstance(value, bool) or not text.isdigit():
-        raise ValueError(
+        raise InvalidInputError(
             f"task {value!r} is neither an OpenML task id (a positive integer), demo-<name>, nor a table entry "
             '{file = "data.csv", target = "label"}'
         )
@@ -73,19 +74,19 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
         return BUILTIN_SUITES[str(name_or_path)]
     path = Path(name_or_path)
     if not path.is_file():
-        raise ValueError(
+        raise InvalidInputError(
             f"suite {str(name_or_path)!r} is neither a built-in suite ({', '.join(BUILTIN_SUITES)}) nor an existing "
             "suite file (.toml/.yaml with a `tasks` list of OpenML task ids)"
         )
     if path.suffix not in (".toml", ".yaml", ".yml"):
-        raise ValueError(f"suite file {str(path)!r} must end in .toml, .yaml or .yml")
+        raise InvalidInputError(f"suite file {str(path)!r} must end in .toml, .yaml or .yml")
     try:
         text = path.read_text()
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as error:
-        raise ValueError(f"cannot read suite file {str(path)!r}: {error}") from error
+        raise InvalidInputError(f"cannot read suite file {str(path)!r}: {error}") from error
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not data["tasks"]:
-        raise ValueError(f"suite file {str(path)!r} needs a non-empty `tasks` list, e.g. tasks = [5, 7, 41]")
+        raise InvalidInputError(f"suite file {str(path)!r} needs a non-empty `tasks` list, e.g. tasks = [5, 7, 41]")
     task_ids, files = [], []
     for value in data["tasks"]:
         if isinstance(value, dict):
@@ -95,7 +96,7 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
             task_ids.append(_task_id(value))
     duplicates = sorted({t for t in task_ids if task_ids.count(t) > 1})
     if duplicates:
-        raise ValueError(f"suite file {str(path)!r} lists tasks more than once: {duplicates}")
+        raise InvalidInputError(f"suite file {str(path)!r} lists tasks more than once: {duplicates}")
     return Suite(_suite_name(data.get("name", path.stem), path), tuple(task_ids), tuple(files))
 
 
@@ -105,7 +106,7 @@ _SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 def _suite_name(name, path: Path) -> str:
     """The suite's name, which becomes part of file names: letters, digits, ``_ . -`` only."""
     if not isinstance(name, (str, int)) or isinstance(name, bool) or not _SUITE_NAME.fullmatch(str(name)) or ".." in str(name):
-        raise ValueError(
+        raise InvalidInputError(
             f"suite file {str(path)!r} has the name {name!r}; a suite name becomes part of file names, so use 1 to 100 "
             "letters, digits, '_', '.' or '-' (starting with a letter or digit, no '..'), e.g. name = \"my-suite\""
         )
@@ -120,6 +121,6 @@ def load_task(task_id: str, openml_cache: str | os.PathLike | None, files: tuple
     if task_id.startswith(FILE_PREFIX):
         spec = next((spec for spec in files if spec.task_id == task_id), None)
         if spec is None:
-            raise ValueError(f"task {task_id} is a table file task, but its suite's file entry was not given")
+            raise InvalidInputError(f"task {task_id} is a table file task, but its suite's file entry was not given")
         return load_file_task(spec)
     return load_openml_task(int(task_id), openml_cache)

@@ -13,6 +13,8 @@ import pandas as pd
 from sklearn import datasets
 from sklearn.model_selection import StratifiedKFold
 
+from .errors import InvalidInputError
+
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: workers cache folds per task object
 class Task:
@@ -39,7 +41,7 @@ class Task:
     def split(self, fold: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(train, validation, test) row indices of ``fold``."""
         if not 0 <= fold < self.n_folds:
-            raise ValueError(f"task {self.task_id} has folds 0..{self.n_folds - 1}, got fold {fold}")
+            raise InvalidInputError(f"task {self.task_id} has folds 0..{self.n_folds - 1}, got fold {fold}")
         validation_fold = (fold + 1) % self.n_folds
         test = np.flatnonzero(self.test_folds == fold)
         validation = np.flatnonzero(self.test_folds == validation_fold)
@@ -94,7 +96,7 @@ def demo_task(name: str) -> Task:
     try:
         X, y = DEMO_TASKS[name]()
     except KeyError:
-        raise ValueError(f"unknown demo task {name!r}; choose from {', '.join(DEMO_TASKS)}") from None
+        raise InvalidInputError(f"unknown demo task {name!r}; choose from {', '.join(DEMO_TASKS)}") from None
     categorical = np.array([isinstance(X[c].dtype, pd.CategoricalDtype) for c in X.columns])
     return Task(
         task_id=f"demo-{name}", name=name, X=X.reset_index(drop=True), y=y,

@@ -53,21 +53,21 @@ def file_task_from_entry(entry: dict, base_dir: Path, where: str) -> FileTask:
     """The :class:`FileTask` of a suite file entry ``{file, target, folds?, name?}``."""
     unknown = sorted(set(entry) - {"file", "target", "folds", "name"})
     if unknown or not isinstance(entry.get("file"), str) or not isinstance(entry.get("target"), str):
-        raise ValueError(
+        raise InvalidInputError(
             f"{where}: a table entry needs `file` and `target` (and optionally `folds`, `name`), got {entry!r}; "
             'e.g. {file = "data.csv", target = "label"}'
         )
     path = (base_dir / entry["file"]).resolve()
     if path.suffix.lower() not in _FORMATS:
-        raise ValueError(f"{where}: {entry['file']!r} must be a .csv or .parquet file")
+        raise InvalidInputError(f"{where}: {entry['file']!r} must be a .csv or .parquet file")
     if not path.is_file():
-        raise ValueError(f"{where}: table file {str(path)!r} does not exist (paths are relative to the suite file)")
+        raise InvalidInputError(f"{where}: table file {str(path)!r} does not exist (paths are relative to the suite file)")
     name = str(entry.get("name", path.stem))
     if not _NAME.match(name):
-        raise ValueError(f"{where}: task name {name!r} may only hold letters, digits, '_', '.' and '-'")
+        raise InvalidInputError(f"{where}: task name {name!r} may only hold letters, digits, '_', '.' and '-'")
     folds = entry.get("folds")
     if folds is not None and not isinstance(folds, str):
-        raise ValueError(f"{where}: `folds` names a column of {entry['file']!r}, got {folds!r}")
+        raise InvalidInputError(f"{where}: `folds` names a column of {entry['file']!r}, got {folds!r}")
     return FileTask(f"{PREFIX}{name}", name, str(path), entry["target"], folds, _digest(path))
 
 
@@ -75,33 +75,33 @@ def _read_table(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
     except Exception as error:  # pandas and pyarrow raise many types for unreadable files
-        raise ValueError(f"cannot read table file {str(path)!r}: {type(error).__name__}: {error}") from error
+        raise InvalidInputError(f"cannot read table file {str(path)!r}: {type(error).__name__}: {error}") from error
 
 
 def load_file_task(spec: FileTask) -> Task:
     """The :class:`Task` of a table file, checked against the content the suite was planned with."""
     path = Path(spec.path)
     if not path.is_file() or _digest(path) != spec.sha256:
-        raise ValueError(
+        raise InvalidInputError(
             f"table file {spec.path!r} of task {spec.task_id} is missing or changed since the run was planned; "
             "restore it, or start a new out_dir"
         )
     frame = _read_table(path)
     for column, role in ((spec.target, "target"), (spec.folds, "folds")):
         if column is not None and column not in frame.columns:
-            raise ValueError(f"{spec.path!r} has no {role} column {column!r}; its columns are {list(frame.columns)}")
+            raise InvalidInputError(f"{spec.path!r} has no {role} column {column!r}; its columns are {list(frame.columns)}")
     y = frame[spec.target]
     if y.isna().any():
-        raise ValueError(
+        raise InvalidInputError(
             f"target column {spec.target!r} of {spec.path!r} has {int(y.isna().sum())} missing values; drop those rows"
         )
     X = frame.drop(columns=[c for c in (spec.target, spec.folds) if c is not None]).reset_index(drop=True)
     if X.shape[1] == 0:
-        raise ValueError(f"{spec.path!r} has no feature columns besides the target")
+        raise InvalidInputError(f"{spec.path!r} has no feature columns besides the target")
     y = np.asarray(y)
     if spec.folds is None:
         if len(y) < 10:
-            raise ValueError(f"{spec.path!r} has {len(y)} rows; 10 folds need at least 10 (or give a `folds` column)")
+            raise InvalidInputError(f"{spec.path!r} has {len(y)} rows; 10 folds need at least 10 (or give a `folds` column)")
         test_folds = stratified_folds(y)
     else:
         test_folds = _fold_column(frame[spec.folds], spec)
@@ -112,11 +112,11 @@ def load_file_task(spec: FileTask) -> Task:
 def _fold_column(column, spec: FileTask) -> np.ndarray:
     values = column.to_numpy()
     if column.isna().any() or values.dtype.kind not in "iuf" or not np.all(values == np.round(values)):
-        raise ValueError(f"fold column {spec.folds!r} of {spec.path!r} must hold integer fold numbers 0..n-1")
+        raise InvalidInputError(f"fold column {spec.folds!r} of {spec.path!r} must hold integer fold numbers 0..n-1")
     folds = values.astype(int)
     present = np.unique(folds)
     if present.tolist() != list(range(len(present))) or len(present) < 3:
-        raise ValueError(
+        raise InvalidInputError(
             f"fold column {spec.folds!r} of {spec.path!r} must use every fold 0..n-1 with n >= 3 (test, validation "
             f"and train parts), got {present.tolist()}"
         )

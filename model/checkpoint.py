@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..atomic_files import atomic_write
-from ..errors import CheckpointError
+from ..errors import CheckpointError, InvalidInputError
 from .config import ARCHITECTURES, SIZES, ModelConfig
 from .equitabpfn import EquiTabPFN
 from .tabpfn_star import TabPFNStar
@@ -62,7 +62,7 @@ def build_model(arch: str, config: ModelConfig) -> nn.Module:
     try:
         return _MODEL_CLASSES[arch](config)
     except KeyError:
-        raise ValueError(f"unknown architecture {arch!r}; choose one of {list(ARCHITECTURES)}") from None
+        raise InvalidInputError(f"unknown architecture {arch!r}; choose one of {list(ARCHITECTURES)}") from None
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -77,7 +77,7 @@ def save_checkpoint(
 ) -> Path:
     """Write ``model`` and its card to ``path`` atomically (temp file + rename)."""
     if weights_dtype not in _WEIGHT_DTYPES:
-        raise ValueError(f"weights_dtype must be one of {list(_WEIGHT_DTYPES)}, got {weights_dtype!r}")
+        raise InvalidInputError(f"weights_dtype must be one of {list(_WEIGHT_DTYPES)}, got {weights_dtype!r}")
     card = dataclasses.replace(card, arch=model.arch, n_parameters=count_parameters(model))
     state = {
         name: tensor.detach().to("cpu", _WEIGHT_DTYPES[weights_dtype]).clone()
@@ -193,7 +193,7 @@ def packaged_checkpoints() -> list[Path]:
 def default_checkpoint(arch: str) -> Path:
     """The largest packaged checkpoint of ``arch`` (named ``<arch>-<size>.pt``)."""
     if arch not in ARCHITECTURES:
-        raise ValueError(f"unknown architecture {arch!r}; choose one of {list(ARCHITECTURES)}")
+        raise InvalidInputError(f"unknown architecture {arch!r}; choose one of {list(ARCHITECTURES)}")
     available = {path.stem: path for path in packaged_checkpoints()}
     for size in reversed(list(SIZES)):
         path = available.get(f"{arch}-{size}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
+from ..errors import InvalidInputError
+
 #: Features are zero-padded to this many columns before the covariate embedding.
 F_MAX = 100
 #: Number of one-hot target slots of the non-equivariant TabPFN* model.
@@ -39,11 +41,11 @@ class ModelConfig:
             value = getattr(self, f.name)
             if f.type == "bool":
                 if not isinstance(value, bool):
-                    raise ValueError(f"ModelConfig.{f.name} must be true or false, got {value!r}")
+                    raise InvalidInputError(f"ModelConfig.{f.name} must be true or false, got {value!r}")
             elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"ModelConfig.{f.name} must be a positive integer, got {value!r}")
+                raise InvalidInputError(f"ModelConfig.{f.name} must be a positive integer, got {value!r}")
         if self.d_model % self.n_heads:
-            raise ValueError(
+            raise InvalidInputError(
                 f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
             )
 
@@ -60,7 +62,7 @@ def dataclass_from_dict(cls, data: dict):
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} fields {unknown}; known fields: {sorted(known)}")
+        raise InvalidInputError(f"unknown {cls.__name__} fields {unknown}; known fields: {sorted(known)}")
     return cls(**data)
 
 
@@ -78,5 +80,5 @@ def size_config(size: str, **overrides) -> ModelConfig:
     try:
         config = SIZES[size]
     except KeyError:
-        raise ValueError(f"unknown model size {size!r}; choose one of {list(SIZES)}") from None
+        raise InvalidInputError(f"unknown model size {size!r}; choose one of {list(SIZES)}") from None
     return replace(config, **overrides) if overrides else config

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InvalidInputError
 from .layers import ComponentAttentionBlock, DatapointAttentionBlock, missing_indicator_features
 from .tabpfn_star import TooManyClassesError
 
@@ -36,7 +37,7 @@ class ChunkPlan:
 
     def __init__(self, max_elements: int = 2**24):
         if max_elements < 1:
-            raise ValueError(f"max_elements must be positive, got {max_elements}")
+            raise InvalidInputError(f"max_elements must be positive, got {max_elements}")
         self.max_elements = max_elements
 
     def rows(self, slots: int, width: int, hidden: int) -> int:

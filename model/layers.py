@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InvalidInputError
+
 
 def missing_indicator_features(x: torch.Tensor, f_max: int) -> torch.Tensor:
     """``[x ; indicator(x)]`` zero-padded to ``f_max`` features each.
@@ -24,7 +26,7 @@ def missing_indicator_features(x: torch.Tensor, f_max: int) -> torch.Tensor:
     # x: (..., F) with F <= f_max  ->  (..., 2 * f_max)
     n_features = x.shape[-1]
     if n_features > f_max:
-        raise ValueError(
+        raise InvalidInputError(
             f"got {n_features} features but the model takes at most {f_max}; "
             "reduce the features first (the classifiers do this automatically)"
         )

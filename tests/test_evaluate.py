@@ -269,10 +269,14 @@ def test_an_uncached_task_is_one_clear_message_and_the_others_run(tmp_path):
     (cache / "org" / "openml" / "www").mkdir(parents=True)
     summary = evaluate(_tiny(suite=str(tmp_path / "suite.yaml"), openml_cache=str(cache)), tmp_path / "out", progress=False)
     assert set(summary.task_errors) == {"999999"}
-    assert "999999" in summary.task_errors["999999"] and "--openml-cache" in summary.task_errors["999999"]
+    assert "999999" in summary.task_errors["999999"] and "openml_cache" in summary.task_errors["999999"]
     table = pd.read_csv(tmp_path / "out" / "results.csv", dtype={"task_id": str})
     assert set(table[table.task_id == "999999"].status) == {"failed"}
     assert set(table[table.task_id != "999999"].status) == {"ok"}
+    # the command line names its own flag where the library names the parameter
+    result = CliRunner().invoke(app, ["evaluate", "--suite", str(tmp_path / "suite.yaml"), "--methods", "knn",
+                                      "--openml-cache", str(cache), "--out", str(tmp_path / "cli")], terminal_width=400)
+    assert "task 999999 unavailable" in result.output and "Point --openml-cache" in result.output
 
 
 def test_ensemble_variants_are_named_from_the_settings_and_resume(tmp_path):

@@ -69,5 +69,5 @@ def test_loads_a_cached_task_without_touching_the_source(tmp_path):
 @needs_cache
 def test_uncached_task_names_the_task_and_the_offline_option(tmp_path):
     cache = working_cache(SHARED_CACHE, tmp_path / "work")
-    with pytest.raises(TaskUnavailableError, match=r"task 999999 .*--openml-cache"):
+    with pytest.raises(TaskUnavailableError, match=r"task 999999 .*openml_cache"):
         load_task(999999, cache)

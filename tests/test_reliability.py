@@ -119,7 +119,7 @@ def test_1_report_refuses_to_overwrite_a_file_it_did_not_write(demo_results, tmp
     out = tmp_path / "report"
     user = _user_files(out, ["tables/demo_aggregate.csv"])
     with pytest.raises(ValueError, match=r"demo_aggregate.csv.*exists and was not written by `equibench report`; "
-                                         r"move it away or choose another --out"):
+                                         r"move it away or choose another out_dir"):
         build_report([demo_results], out)
     _assert_survived(user)
     assert not (out / "REPORT.md").exists() and not list(out.glob(".report-*"))

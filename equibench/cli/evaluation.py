@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from ..errors import InvalidInputError
 from . import output
+from .failures import with_flags
 from .options import JsonOption, int_list
 
 
@@ -40,6 +41,7 @@ def _method_list(text: str) -> tuple[str, ...]:
 
 
 def evaluate(
+    context: typer.Context,
     suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
     out: Annotated[Optional[Path], typer.Option(help="Results directory (default results/<suite>).")] = None,
     methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
@@ -89,18 +91,20 @@ def evaluate(
         output.errors.print(f"[yellow]interrupted:[/yellow] every finished cell is stored in {escape(str(out))}; "
                             "rerun the same command to resume", highlight=False)
         raise typer.Exit(code=130) from None
-    _print_summary(summary, out, dry_run)
+    _print_summary(summary, out, dry_run, context.command)
     if summary.counts["failed"] and not dry_run and not allow_failures:
         raise typer.Exit(code=1)
 
 
-def _print_summary(summary, out: Path, dry_run: bool) -> None:
-    """What ``evaluate`` did (or, dry, would do): damaged cells, unavailable tasks, counts."""
+def _print_summary(summary, out: Path, dry_run: bool, command) -> None:
+    """What ``evaluate`` did (or, dry, would do): damaged cells, unavailable tasks, counts;
+    the library's parameter names as ``command``'s flags."""
     if summary.damaged:
         output.errors.print(f"[yellow]{len(summary.damaged)} stored cells were damaged and "
                             f"{'will be' if dry_run else 'were'} recomputed[/yellow], e.g. "
                             f"{escape(next(iter(summary.damaged.values())))}", highlight=False)
     for task_id, message in summary.task_errors.items():
+        message = with_flags(message, command)
         output.errors.print(f"[yellow]task {task_id} unavailable:[/yellow] {escape(message)}", highlight=False)
     if dry_run:
         done = {cell.key for cell in summary.cells} - {cell.key for cell in summary.pending}

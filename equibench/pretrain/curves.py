@@ -25,7 +25,7 @@ def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
         try:
             record = json.loads(line)
             if not isinstance(record, dict) or record.get("kind") not in ("step", "validation") or "step" not in record:
-                raise ValueError("not a step or validation record")
+                raise InvalidInputError("not a step or validation record")
         except ValueError as error:
             if number == len(lines):  # the last line, torn by a kill mid-write
                 break

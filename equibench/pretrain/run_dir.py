@@ -53,7 +53,7 @@ def load_state(out_dir: Path) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(state, dict) or "run" not in state:
-            raise ValueError("not a training state")
+            raise InvalidInputError("not a training state")
     except Exception as error:  # torch raises many types for a damaged file
         raise InvalidInputError(
             f"{str(path)!r} is unreadable ({type(error).__name__}: {str(error).splitlines()[0][:200]}); it may be "
