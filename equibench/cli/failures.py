@@ -66,6 +66,10 @@ class CommandGroup(TyperGroup):
     """The app's command group: an error of a command it runs (see :data:`EXIT_CODES`)
     ends the command with one ``error:`` line and its exit status instead of a traceback."""
 
+    def main(self, *args, **kwargs):
+        output.widen_piped_help()
+        return super().main(*args, **kwargs)
+
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)

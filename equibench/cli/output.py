@@ -7,8 +7,11 @@ Results go to :data:`console` (stdout); progress bars, warnings and errors to :d
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import typer
+import typer.rich_utils
 from rich.console import Console
 from rich.table import Table
 
@@ -24,6 +27,17 @@ def _console(stderr: bool = False) -> Console:
 
 console = _console()
 errors = _console(stderr=True)
+
+#: Width of ``--help`` when it is piped: rich would lay it out 80 columns wide and cut long
+#: option names with an ellipsis ("--grad-accumula…"); at 120 every option name and word fits.
+PIPED_HELP_WIDTH = 120
+
+
+def widen_piped_help() -> None:
+    """Lay out piped ``--help`` at :data:`PIPED_HELP_WIDTH` unless ``TERMINAL_WIDTH`` says otherwise;
+    a terminal keeps its own width."""
+    if not os.environ.get("TERMINAL_WIDTH") and not sys.stdout.isatty():
+        typer.rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
 
 
 def table(*columns: str, title: str | None = None) -> Table:

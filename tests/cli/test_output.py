@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+import typer.rich_utils
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -34,6 +36,16 @@ def test_piped_output_is_not_wrapped():
     result = CliRunner().invoke(app, ["suites"])  # stdout is not a terminal here
     le10 = next(line for line in result.stdout.splitlines() if "le10" in line)
     assert ", ".join(BUILTIN_SUITES["le10"].task_ids) in le10
+
+
+@pytest.mark.parametrize("command", ["pretrain", "evaluate", "equivariance", "download"])
+def test_piped_help_never_cuts_an_option_name(command, monkeypatch):
+    monkeypatch.delenv("TERMINAL_WIDTH", raising=False)
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", None)  # as a fresh process has it
+    result = CliRunner().invoke(app, [command, "--help"])  # stdout is not a terminal here
+    assert result.exit_code == 0
+    assert "…" not in result.stdout
+    assert "--grad-accumulation" in result.stdout or command != "pretrain"
 
 
 def test_progress_bars_are_on_stderr(tmp_path):
