@@ -8,6 +8,7 @@ of the repository continues it exactly:
     python benchmarks/cumulative_pretraining.py continue --arch tabpfn-star --until-step STEP
     python benchmarks/cumulative_pretraining.py score --arch equitabpfn --openml-cache DIR
     python benchmarks/cumulative_pretraining.py status
+    python benchmarks/cumulative_pretraining.py validation
 
 The recipe uses schedule-free AdamW, which has no horizon: ``--steps`` is only an upper
 bound that each slice raises (``equibench pretrain --resume`` allows it for schedule-free),
@@ -26,7 +27,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 from recipe_study import score
+
+from equibench.tables import markdown_table
 
 #: The chosen recipe (docs/PRETRAINING.md, "Recipe study"): every ``equibench pretrain`` option
 #: except the architecture, the output folder, the step bound and the slice's time limit.
@@ -42,6 +46,8 @@ RECIPE = [
     "--validate-every", "500", "--validation-batches", "8",
 ]
 ARCHS = ("equitabpfn", "tabpfn-star")
+_LABELS = {"equitabpfn": "EquiTabPFN", "tabpfn-star": "TabPFN*"}
+BUNDLED = ("iris", "wine", "breast_cancer", "digits")
 #: How far one slice may go at most; the time limit normally ends it first.
 _SLICE_STEPS = 100_000
 
@@ -88,6 +94,23 @@ def score_run(root: Path, arch: str, openml_cache: Path | None) -> dict:
     return result
 
 
+def validation_table(root: Path) -> str:
+    """Every validation of both runs (``log.jsonl``) as one Markdown table, by step."""
+    rows = []
+    for arch in ARCHS:
+        log = run_dir(root, arch) / "log.jsonl"
+        if not log.exists():
+            continue
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "validation":
+                rows.append({"step": record["step"], "model": _LABELS[arch],
+                             "prior loss": f"{record['prior_loss']:.4f}",
+                             "prior acc.": f"{100 * record['prior_accuracy']:.1f}",
+                             **{name: f"{100 * record[f'{name}_accuracy']:.1f}" for name in BUNDLED}})
+    return markdown_table(pd.DataFrame(rows).sort_values(["step", "model"], kind="stable"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, default=Path("results/pretraining"))
@@ -101,6 +124,7 @@ def main() -> None:
     rate.add_argument("--openml-cache", type=Path)
     rate.add_argument("--work", type=Path, default=Path("runs/cumulative"), help="scratch folder")
     sub.add_parser("status", help="steps done per architecture")
+    sub.add_parser("validation", help="the validations of both runs as a Markdown table")
     args = parser.parse_args()
     if args.command == "continue":
         continue_run(args.root, args.arch, args.minutes, args.until_step)
@@ -111,6 +135,8 @@ def main() -> None:
 
             cache = working_cache(args.openml_cache, args.work / "openml-cache")
         score_run(args.root, args.arch, cache)
+    elif args.command == "validation":
+        print(validation_table(args.root))
     else:
         for arch in ARCHS:
             print(f"{arch}: step {steps_done(run_dir(args.root, arch))}")

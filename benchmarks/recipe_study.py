@@ -44,6 +44,8 @@ STUDY_TASKS_MANY_CLASSES = (3022, 41)
 
 _BASE = ["--size", "small", "--batch-size", "8", "--rows", "256", "--seed", "0"]
 _FAST = ["--pre-ln", "--qk-norm", "--adam-beta2", "0.95"]
+#: The cumulative run's base (pre-LN, lr 1e-3, schedule-free): the knobs around the chosen recipe.
+_SF = ["--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--schedule", "schedule-free"]
 #: name -> the ``equibench pretrain`` options that define the configuration (arch included).
 CONFIGS: dict[str, list[str]] = {
     # the recipe of the shipped checkpoints (paper's post-LN blocks, cosine, lr 3e-4)
@@ -83,6 +85,13 @@ CONFIGS: dict[str, list[str]] = {
     "pre-ln-qk-3e-3-trees0.6": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--tree-fraction", "0.6"],
     "pre-ln-qk-3e-3-d64l4": [*_BASE, *_FAST, "--lr", "3e-3", "--warmup-steps", "50", "--d-model", "64",
                              "--mlp-hidden", "128"],
+    # around the chosen recipe (pre-ln-1e-3-sf): data, classes, prior, batch, shape
+    "sf-rows512": [*_BASE, *_SF, "--rows", "512"],
+    "sf-curriculum": [*_BASE, *_SF, "--rows", "128", "--rows-curriculum", "150:256,300:512"],
+    "sf-classes20": [*_BASE, *_SF, "--max-classes", "20"],
+    "sf-trees0.6": [*_BASE, *_SF, "--tree-fraction", "0.6"],
+    "sf-batch32": [*_BASE, *_SF, "--grad-accumulation", "4"],
+    "sf-d96l3": [*_BASE, *_SF, "--d-model", "96", "--layers", "3", "--mlp-hidden", "192"],
 }
 _CALIBRATION_STEPS = 12
 
