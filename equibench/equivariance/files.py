@@ -3,6 +3,7 @@ figures and a README that says what each file holds)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ import pandas as pd
 
 from ..errors import InvalidInputError
 from ..model import load_checkpoint
+from ..model.checkpoint import packaged_checkpoint_dir
 from ..tables import markdown_table
 from .experiment import ARCH_LABELS, TRAIN_FRACTION, EquivarianceConfig, measure_equivariance
 from .figures import PAPER_TABPFN, PAPER_TABPFN_K10_E16, plot_equivariance_gap, plot_nine_point_toy
@@ -40,12 +42,21 @@ def results_display(frame: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def describe_checkpoint(path: Path) -> str:
+    """A checkpoint as the README names it: a packaged one by file name (not this machine's
+    path), any other by its path; both with the first 12 hex digits of the file's sha256."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    if path.resolve().parent == packaged_checkpoint_dir().resolve():
+        return f"{path.name} (packaged, sha256 {digest})"
+    return f"{path} (sha256 {digest})"
+
+
 def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, seconds: float) -> str:
     n_train = math.floor(TRAIN_FRACTION * config.rows)
     paper = ", ".join(f"K={k} {v}%" for k, v in PAPER_TABPFN.items())
     lines = [
         "# Target-equivariance error", "",
-        f"Checkpoints: {', '.join(str(p) for p in config.checkpoints)}.",
+        f"Checkpoints: {', '.join(describe_checkpoint(p) for p in config.checkpoints)}.",
         (f"K in {list(config.classes)}, ensemble sizes {list(config.ensembles)}, {config.datasets} prior datasets "
          f"per K ({config.rows} rows: {n_train} train, {config.rows - n_train} test; all K classes among the train "
          f"rows), seed {config.seed}, device {config.device}; {seconds:.0f} s."), "",

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from equibench.model import default_checkpoint
 from typer.testing import CliRunner
 
 from equibench.cli import app
+from equibench.equivariance.files import describe_checkpoint
 
 DATA = Path(__file__).parents[1] / "data"
 TINY = (DATA / "tiny-equitabpfn.pt", DATA / "tiny-tabpfn-star.pt")
@@ -40,6 +43,14 @@ def test_cli_writes_the_tables_figures_and_readme(tmp_path):
     readme = [line for line in (tmp_path / "README.md").read_text().splitlines() if line.startswith("| ")]
     assert readme[:2] == table[:2] and set(readme) < set(table)  # the one-member rows
     assert [line.split(" | ")[3] for line in readme[2:]] == ["1", "1", "1"]
+    digest = hashlib.sha256(TINY[0].read_bytes()).hexdigest()[:12]
+    assert f"{TINY[0]} (sha256 {digest})" in (tmp_path / "README.md").read_text()
+
+
+def test_packaged_checkpoints_are_named_without_this_machine_path():
+    packaged = default_checkpoint("equitabpfn")
+    described = describe_checkpoint(packaged)
+    assert described.startswith(f"{packaged.name} (packaged, sha256 ") and str(packaged.parent) not in described
 
 
 @pytest.mark.parametrize("args, message", [
