@@ -29,8 +29,9 @@ console = _console()
 errors = _console(stderr=True)
 
 #: Width of ``--help`` when it is piped: rich would lay it out 80 columns wide and cut long
-#: option names with an ellipsis ("--grad-accumula…"); at 120 every option name and word fits.
-PIPED_HELP_WIDTH = 120
+#: option names with an ellipsis ("--grad-accumula…") and fold choices mid-word; at 160 every
+#: option name and choice list fits on its line.
+PIPED_HELP_WIDTH = 160
 
 
 def widen_piped_help() -> None:

@@ -38,13 +38,14 @@ def test_piped_output_is_not_wrapped():
     assert ", ".join(BUILTIN_SUITES["le10"].task_ids) in le10
 
 
-@pytest.mark.parametrize("command", ["pretrain", "evaluate", "equivariance", "download"])
+@pytest.mark.parametrize("command", ["pretrain", "evaluate", "equivariance", "download", "export"])
 def test_piped_help_never_cuts_an_option_name(command, monkeypatch):
     monkeypatch.delenv("TERMINAL_WIDTH", raising=False)
     monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", None)  # as a fresh process has it
     result = CliRunner().invoke(app, [command, "--help"])  # stdout is not a terminal here
     assert result.exit_code == 0
     assert "…" not in result.stdout
+    assert not [line for line in result.stdout.splitlines() if line.count("<") > line.count(">")]  # no folded choices
     assert "--grad-accumulation" in result.stdout or command != "pretrain"
 
 
