@@ -34,9 +34,10 @@ RECIPE = [
     "--size", "small", "--batch-size", "8", "--rows", "256", "--seed", "0",
     "--pre-ln", "--lr", "1e-3", "--warmup-steps", "50", "--schedule", "schedule-free",
     "--nan-prob", "0.3", "--tree-fraction", "0.3",
-    # longer datasets from step 6001 on (resume may change the curriculum of steps still to come):
-    # at 256 rows the model falls behind KNN as the context grows (docs/PRETRAINING.md)
-    "--rows-curriculum", "6001:512",
+    # longer datasets from step 6001 (512 rows) and 7401 (1024 rows) on; a resume may change the
+    # curriculum of steps still to come: at 256 rows the model falls behind KNN as the context
+    # grows, and 512 rows lifted digits (docs/PRETRAINING.md, "Cumulative run")
+    "--rows-curriculum", "6001:512,7401:1024",
     "--device", "cpu", "--no-progress", "--checkpoint-every", "50",
     "--validate-every", "500", "--validation-batches", "8",
 ]
