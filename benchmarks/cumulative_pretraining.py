@@ -131,7 +131,7 @@ def main() -> None:
     elif args.command == "score":
         cache = None
         if args.openml_cache:
-            from equibench.openml_data import working_cache
+            from equibench.tasks.openml import working_cache
 
             cache = working_cache(args.openml_cache, args.work / "openml-cache")
         score_run(args.root, args.arch, cache)

@@ -24,12 +24,11 @@ import pandas as pd
 from equibench.baselines.settings import KNNSettings
 from recording import add_record_flag, publish, section
 
-from equibench.backends import DaskBackend, LocalBackend
-from equibench.cells import Cell
-from equibench.evaluate import EvaluateConfig, evaluate
-from equibench.openml_data import TaskUnavailableError
-from equibench.suites import GT10, load_task
+from equibench.evaluate import DaskBackend, EvaluateConfig, LocalBackend, evaluate
+from equibench.evaluate.cells import Cell
 from equibench.tables import markdown_table
+from equibench.tasks.openml import TaskUnavailableError
+from equibench.tasks.suites import GT10, load_task
 
 METHODS = "knn,linear-model,decision-tree,random-forest,xgboost,equitabpfn,tabpfn-star"
 
@@ -103,7 +102,7 @@ def main() -> None:
                 if repeat == 0:
                     shipping = data_shipping(dask, [f"demo-{name}" for name in ("digits", "synthetic-30")], None)
                     if args.openml_cache:
-                        from equibench.openml_data import working_cache
+                        from equibench.tasks.openml import working_cache
 
                         cache = str(working_cache(args.openml_cache, work / "openml-cache"))
                         shipping = pd.concat([shipping, data_shipping(dask, [str(t) for t in GT10], cache)])

@@ -24,8 +24,8 @@ from equibench.baselines.registry import METHODS
 from recording import add_record_flag, publish, section
 
 from equibench.evaluate import EvaluateConfig, evaluate
-from equibench.suites import GT10
 from equibench.tables import markdown_table
+from equibench.tasks import GT10
 
 
 def _folds(text: str) -> tuple[int, ...]:

@@ -37,9 +37,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from equibench import ECOCClassifier, EquiTabPFNClassifier, TabPFNStarClassifier
-from equibench.openml_data import load_task, working_cache
 from equibench.preprocessing import FEATURE_TRANSFORMS
 from equibench.pretrain import BUNDLED_DATASETS
+from equibench.tasks.openml import load_task, working_cache
 
 
 def standardised(estimator, categorical: np.ndarray | None = None):

@@ -143,7 +143,7 @@ def _openml_scores(checkpoint: Path, cache: Path) -> dict[str, float]:
     from equibench.model import read_card
 
     from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
-    from equibench.openml_data import load_task
+    from equibench.tasks.openml import load_task
 
     arch = read_card(checkpoint).arch
     scores = {}
@@ -288,7 +288,7 @@ def main() -> None:
         return
     cache = None
     if args.openml_cache:
-        from equibench.openml_data import working_cache
+        from equibench.tasks.openml import working_cache
 
         cache = working_cache(args.openml_cache, args.runs / "openml-cache")
     if args.command == "reference":

@@ -21,8 +21,7 @@ from pathlib import Path
 import pandas as pd
 from recording import add_record_flag, publish, section
 
-from equibench.backends import LocalBackend, available_cores
-from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.evaluate import EvaluateConfig, LocalBackend, available_cores, evaluate
 from equibench.tables import markdown_table
 
 METHODS = "knn,linear-model,random-forest,xgboost,equitabpfn,tabpfn-star,mlp,rtdl-resnet,rtdl-mlp,stg"

@@ -20,7 +20,7 @@ from equibench.baselines.vime import VIMEMethod
 from sklearn.datasets import make_classification
 from sklearn.preprocessing import StandardScaler
 
-from equibench.cells import reproducible_cell
+from equibench.evaluate.cells import reproducible_cell
 
 # Few epochs keep the file fast; TabNet is ~10x slower per epoch than the others.
 FAST = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,15 @@ def test_single_import_namespace(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["True", "True"]
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    root = Path(__file__).parents[1]
+    packages = re.search(r"^packages = \[(.*?)\]", (root / "pyproject.toml").read_text(), re.M | re.S)
+    listed = set(re.findall(r'"([\w.]+)"', packages.group(1)))  # tomllib needs Python 3.11
+    folders = {"equibench." + init.parent.relative_to(root / "equibench").as_posix().replace("/", ".")
+               for init in (root / "equibench").glob("*/**/__init__.py")}
+    assert folders and folders <= listed, f"add {sorted(folders - listed)} to [tool.setuptools] packages"
 
 
 def test_public_api():

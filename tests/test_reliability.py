@@ -28,15 +28,15 @@ import equibench.pretrain.loss as pretrain_module
 from equibench import EquiTabPFNClassifier
 from equibench.cli import app
 from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.evaluate.results_store import ResultsStore
 from equibench.normalize import apply_normalization, fit_normalization
-from equibench.openml_data import working_cache
 from equibench.outdir_lock import FolderInUseError
 from equibench.preprocessing import TableEncoder
 from equibench.pretrain import NonFiniteLossError, TrainConfig, pretrain
 from equibench.prior import PriorConfig
 from equibench.report import build_report
-from equibench.results_store import ResultsStore
-from equibench.suites import load_suite
+from equibench.tasks.openml import working_cache
+from equibench.tasks.suites import load_suite
 
 DATA = Path(__file__).parent / "data"
 TINY = dict(equitabpfn_checkpoint=str(DATA / "tiny-equitabpfn.pt"), tabpfn_star_checkpoint=str(DATA / "tiny-tabpfn-star.pt"))
@@ -142,7 +142,7 @@ def test_1_a_report_failing_midway_leaves_the_previous_one_whole(demo_results, t
     def broken(*args, **kwargs):
         raise RuntimeError("disk full while drawing")
 
-    monkeypatch.setattr("equibench.report_figures.critical_difference_diagram", broken)
+    monkeypatch.setattr("equibench.report.figures.critical_difference_diagram", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         build_report([demo_results], out)
     _assert_survived(before)

@@ -12,8 +12,8 @@ import pytest
 import torch
 from threadpoolctl import threadpool_limits
 
-from equibench.backends import DaskBackend, LocalBackend
 from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.evaluate.backends import DaskBackend, LocalBackend
 
 pytest.importorskip("distributed")
 pytest.importorskip("pytorch_tabnet")

@@ -65,9 +65,9 @@ def evaluate(
 
     Exit status: 0 done, 1 cells of this run failed (rerun to retry them; see --allow-failures),
     2 bad input, 130 interrupted (Ctrl-C or SIGTERM; rerun to resume)."""
-    from ..backends import LocalBackend, check_backend_options, make_backend
     from ..evaluate import EvaluateConfig
     from ..evaluate import evaluate as run_evaluation
+    from ..evaluate.backends import LocalBackend, check_backend_options, make_backend
 
     config = EvaluateConfig(
         suite=suite, methods=_method_list(methods), folds=None if folds is None else int_list(folds, "--folds"),
@@ -135,8 +135,8 @@ def download(
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Fetch a suite's OpenML tasks into a portable cache (resumable), or --verify a cache offline."""
-    from ..cache_check import cached_task_ids, check_cache, fix_command
-    from ..download import DownloadOptions, download_tasks, select_tasks, tasks_table
+    from ..tasks.cache_check import cached_task_ids, check_cache, fix_command
+    from ..tasks.download import DownloadOptions, download_tasks, select_tasks, tasks_table
 
     task_list = None if tasks is None else [str(task_id) for task_id in int_list(tasks, "--tasks")]
     if verify is not None:
@@ -207,7 +207,7 @@ def methods(as_json: JsonOption = False) -> None:
 
 def suites(as_json: JsonOption = False) -> None:
     """The built-in task suites, with all their task ids."""
-    from ..suites import BUILTIN_SUITES
+    from ..tasks.suites import BUILTIN_SUITES
 
     if as_json:
         output.print_json([{"suite": s.name, "tasks": len(s.task_ids), "task_ids": list(s.task_ids)} for s in BUILTIN_SUITES.values()])

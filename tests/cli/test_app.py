@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from equibench import __version__
 from equibench.cli import SCHEDULE_NAMES, SIZE_NAMES, app
-from equibench.suites import BUILTIN_SUITES
+from equibench.tasks.suites import BUILTIN_SUITES
 
 HEAVY = ("torch", "sklearn", "pandas", "numpy", "scipy", "matplotlib", "openml")
 

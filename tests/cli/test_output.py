@@ -8,7 +8,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from equibench.cli import app
-from equibench.suites import BUILTIN_SUITES
+from equibench.tasks.suites import BUILTIN_SUITES
 
 
 def test_suites_table_shows_every_task_id_even_in_a_narrow_terminal(monkeypatch):

@@ -13,7 +13,7 @@ import pandas as pd
 from sklearn import datasets
 from sklearn.model_selection import StratifiedKFold
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: workers cache folds per task object

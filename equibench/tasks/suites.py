@@ -20,9 +20,9 @@ from pathlib import Path
 import tomllib
 import yaml
 
-from .errors import InvalidInputError
-from .openml_data import load_task as load_openml_task
-from .tasks import DEMO_TASKS, Task, demo_task
+from ..errors import InvalidInputError
+from .openml import load_task as load_openml_task
+from .task import DEMO_TASKS, Task, demo_task
 from .user_data import PREFIX as FILE_PREFIX
 from .user_data import FileTask, file_task_from_entry, load_file_task
 

@@ -22,8 +22,8 @@ from xml.parsers.expat import ExpatError
 import arff
 import xmltodict
 
+from ..errors import BrokenFileError, UnsupportedTaskError
 from .cache_manifest import Manifest, file_digest
-from .errors import BrokenFileError, UnsupportedTaskError
 
 #: where openml keeps what it fetched from www.openml.org, below its root cache directory
 SERVER_DIR = Path("org", "openml", "www")

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import report_figures, report_tables
-from .atomic_files import atomic_write_text
-from .errors import InvalidInputError
-from .outdir_lock import locked_folder
-from .results_store import read_cells, results_table
-from .tables import markdown_escape, write_table
+from ..atomic_files import atomic_write_text
+from ..errors import InvalidInputError
+from ..evaluate.results_store import read_cells, results_table
+from ..outdir_lock import locked_folder
+from ..tables import markdown_escape, write_table
+from . import figures, tables
 
 REQUIRED_COLUMNS = ["suite", "task_id", "fold", "method", "variant", "status", "reason", "accuracy", "auc", "f1",
                     "time_fit_s", "time_predict_s"]
@@ -134,34 +134,34 @@ def _aggregate_item(aggregate: pd.DataFrame, suite: str, out_dir: Path) -> list[
         "the tasks, folds per task and seeds in the last columns: one run (one seed) per (task, fold), so the "
         "seed-to-seed spread of the stochastic trainings is not in these numbers."
     )
-    return ["### Aggregate table", "", *_table_item(description, report_tables.aggregate_display(aggregate), aggregate,
+    return ["### Aggregate table", "", *_table_item(description, tables.aggregate_display(aggregate), aggregate,
                                                       out_dir, f"{_file_stem(suite)}_aggregate")]
 
 
 def _boxplot_item(cells: pd.DataFrame, aggregate: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     main = cells[cells["main"]]
-    relative = report_tables.relative_to_knn(main, "accuracy")
-    paths = report_figures.relative_accuracy_boxplot(relative, aggregate["time_s"], list(aggregate.index), suite,
-                                              out_dir / "figures" / f"{_file_stem(suite)}_relative_accuracy")
+    relative = tables.relative_to_knn(main, "accuracy")
+    paths = figures.relative_accuracy_boxplot(relative, aggregate["time_s"], list(aggregate.index), suite,
+                                       out_dir / "figures" / f"{_file_stem(suite)}_relative_accuracy")
     description = (f"Per-task accuracy improvement over KNN on {suite} (each task averaged over the folds both "
                    "methods have), methods ordered by median, boxes coloured by mean time per fold (log scale).")
     return ["### Accuracy relative to KNN", "", *_figure_item(description, paths, out_dir)]
 
 
 def _critical_difference_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
-    auc = report_tables.paired_auc(cells)
+    auc = tables.paired_auc(cells)
     header = ["### Critical-difference diagram (AUC)", ""]
     if auc.shape[1] < 2:
         sentence = f"No critical-difference diagram for {suite}: it needs at least 2 methods with AUCs, found {auc.shape[1]}."
         return [*header, sentence, ""]
-    if len(auc) < report_tables.MIN_CD_ROWS:
+    if len(auc) < tables.MIN_CD_ROWS:
         counts = cells[cells["main"]].groupby("entry")["auc"].count()
         fewest = min(counts.index, key=lambda entry: (counts[entry], entry))
         return [*header, markdown_escape(
             f"No critical-difference diagram for {suite}: only {len(auc)} (task, fold) cells have an AUC for all "
             f"{auc.shape[1]} methods (fewest: {fewest}, {counts[fewest]}); autorank needs at least "
-            f"{report_tables.MIN_CD_ROWS}."), ""]
-    paths, sentence = report_figures.critical_difference_diagram(
+            f"{tables.MIN_CD_ROWS}."), ""]
+    paths, sentence = figures.critical_difference_diagram(
         auc, suite, out_dir / "figures" / f"{_file_stem(suite)}_critical_difference_auc")
     sentence = markdown_escape(sentence)
     return [*header, *(_figure_item(sentence, paths, out_dir) if paths else [sentence, ""])]
@@ -169,36 +169,36 @@ def _critical_difference_item(cells: pd.DataFrame, suite: str, out_dir: Path) ->
 
 def _runtime_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     header = ["### Runtime: EquiTabPFN vs TabPFN\\*", ""]
-    runtime = report_tables.runtime_table(cells)
+    runtime = tables.runtime_table(cells)
     if runtime.empty:
         sentence = (f"No runtime comparison for {suite}: it needs ok cells of both equitabpfn and tabpfn-star "
                     "with the same variant on the same (task, fold).")
         return [*header, sentence, ""]
     description = (f"Mean fit + predict time per fold on {suite} over the (task, fold) cells both ran, per ensemble "
                    "variant, and the speed-up TabPFN\\* / EquiTabPFN (TabPFN\\* uses ECOC beyond 10 classes).")
-    return [*header, *_table_item(description, report_tables.runtime_display(runtime), runtime, out_dir,
+    return [*header, *_table_item(description, tables.runtime_display(runtime), runtime, out_dir,
                                   f"{_file_stem(suite)}_runtime")]
 
 
 def _ensemble_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
-    ensembles = report_tables.ensemble_table(cells)
+    ensembles = tables.ensemble_table(cells)
     name = f"{_file_stem(suite)}_ensembles"
-    paths = report_figures.ensemble_bubble_plot(ensembles, suite, out_dir / "figures" / f"{name}_auc_vs_time")
+    paths = figures.ensemble_bubble_plot(ensembles, suite, out_dir / "figures" / f"{name}_auc_vs_time")
     figure_line = (f"Mean time per fold vs mean AUC improvement over KNN on {suite} for every ensemble variant "
                    "(bubble area ∝ members) and every other method, with the Pareto front (lower time, higher AUC).")
     table_line = f"The points of the bubble plot of {suite}."
     return ["### Ensemble size: AUC vs runtime", "", *_figure_item(figure_line, paths, out_dir),
-            *_table_item(table_line, report_tables.ensemble_display(ensembles), ensembles, out_dir, name)]
+            *_table_item(table_line, tables.ensemble_display(ensembles), ensembles, out_dir, name)]
 
 
 def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     """The REPORT.md lines of one suite (``cells``: its ok rows), writing its tables and figures."""
-    cells = report_tables.with_entries(cells)
-    aggregate = report_tables.aggregate_table(cells)
+    cells = tables.with_entries(cells)
+    aggregate = tables.aggregate_table(cells)
     n_tasks, n_methods = cells["task_id"].nunique(), cells["method"].nunique()
     lines = [f"## Suite `{suite}`", "", f"{n_tasks} tasks, {n_methods} methods, {len(cells)} ok cells.", ""]
     lines += _aggregate_item(aggregate, suite, out_dir)
-    knn = report_tables.has_knn(cells)
+    knn = tables.has_knn(cells)
     if knn:
         lines += _boxplot_item(cells, aggregate, suite, out_dir)
     else:
@@ -206,18 +206,18 @@ def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
                    f"can't be computed: add knn to the methods of {_evaluate_hint(Path('DIR'), suite)}."), ""]
     lines += _critical_difference_item(cells, suite, out_dir)
     lines += _runtime_item(cells, suite, out_dir)
-    if knn and report_tables.has_ensembles(cells):
+    if knn and tables.has_ensembles(cells):
         lines += _ensemble_item(cells, suite, out_dir)
     return lines
 
 
 def _failures_section(rows: pd.DataFrame, out_dir: Path) -> list[str]:
     header = ["## Skipped and failed cells", ""]
-    failures = report_tables.failures_table(rows)
+    failures = tables.failures_table(rows)
     if failures.empty:
         return [*header, "Every cell is ok.", ""]
     description = "Skipped and failed rows per suite and method (left out of every statistic), with the most common reason."
-    return [*header, *_table_item(description, report_tables.failures_display(failures),
+    return [*header, *_table_item(description, tables.failures_display(failures),
                                   failures.set_index(["suite", "method"]), out_dir, "skipped_failed")]
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic_files import atomic_write
-from .errors import InvalidInputError, TaskUnavailableError
-from .tasks import Task
+from ..atomic_files import atomic_write
+from ..errors import InvalidInputError, TaskUnavailableError
+from .task import Task
 
 
 def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Path:

@@ -24,9 +24,9 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from pathlib import Path
 
-from ._version import __version__
+from .._version import __version__
+from ..errors import InvalidInputError
 from .cells import Cell, CellContext, cached_task, run_cell
-from .errors import InvalidInputError
 from .worker_guard import exit_with_parent
 
 

@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from .atomic_files import atomic_write_text
-from .errors import InvalidInputError
-from .machine import cpu_name
+from ..atomic_files import atomic_write_text
+from ..errors import InvalidInputError
+from ..machine import cpu_name
 
 MANIFEST = "manifest.json"
 _PACKAGES = ("equibench", "torch", "numpy", "pandas", "scikit-learn", "openml", "xgboost-cpu", "xgboost",

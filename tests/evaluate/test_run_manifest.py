@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from equibench.errors import InvalidInputError
-from equibench.run_manifest import finish_invocation, methods_to_rerun, read_manifest, start_invocation
+from equibench.evaluate.run_manifest import finish_invocation, methods_to_rerun, read_manifest, start_invocation
 
 SAVED = {"seed": 0, "threads_per_cell": 1, "tables": {"file-a": "1"},
          "methods": {"knn": {}, "equitabpfn": {"checkpoint_sha256": "aa", "max_train_rows": 3000}}}

@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic_files import atomic_write_text
-from .errors import InvalidInputError
+from ..atomic_files import atomic_write_text
+from ..errors import InvalidInputError
 
 MANIFEST = "equibench-download.json"
 

@@ -19,16 +19,16 @@ from openml_server import Fault, OpenMLServer, fixture_task, tasks_from_cache
 from rich.console import Console
 from typer.testing import CliRunner
 
-from equibench import download as download_module
-from equibench.cache_check import check_cache, server_dir
-from equibench.cache_manifest import MANIFEST
 from equibench.cli import app
-from equibench.download import PARTIAL_DIR, DownloadOptions, download_tasks
 from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.tasks import download as download_module
+from equibench.tasks.cache_check import check_cache, server_dir
+from equibench.tasks.cache_manifest import MANIFEST
+from equibench.tasks.download import PARTIAL_DIR, DownloadOptions, download_tasks
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SHARED_CACHE = Path(
-    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-cache")
+    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[3] / "shared" / "data" / "openml-cache")
 )
 TASKS = [fixture_task(101, 201, n_rows=120, n_classes=3, seed=0), fixture_task(102, 202, n_rows=150, n_classes=4, seed=1),
          fixture_task(103, 203, n_rows=90, n_classes=2, seed=2)]
@@ -272,7 +272,7 @@ def test_evaluate_names_the_tasks_its_cache_lacks_before_any_cell_runs(tmp_path,
     (tmp_path / "suite.yaml").write_text("tasks: [101, 102, demo-iris]\n")
     config = EvaluateConfig(suite=str(tmp_path / "suite.yaml"), methods=("knn",), folds=(0,), openml_cache=str(cache))
     output = io.StringIO()
-    monkeypatch.setattr("equibench.evaluate._prepare", lambda *a, **k: pytest.fail("the warning comes before tasks load"))
+    monkeypatch.setattr("equibench.evaluate.run._prepare", lambda *a, **k: pytest.fail("the warning comes before tasks load"))
     with pytest.raises(pytest.fail.Exception):
         evaluate(config, tmp_path / "out", progress=False, console=Console(file=output, soft_wrap=True))
     text = output.getvalue()

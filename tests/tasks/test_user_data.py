@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from equibench import evaluate_frame
 from equibench.cli import app
-from equibench.suites import load_suite, load_task
-from equibench.tasks import stratified_folds
+from equibench.tasks.suites import load_suite, load_task
+from equibench.tasks.task import stratified_folds
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TINY = {"equitabpfn_checkpoint": str(DATA / "tiny-equitabpfn.pt"), "tabpfn_star_checkpoint": str(DATA / "tiny-tabpfn-star.pt")}
 
 

@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
-from .figures import save_figure
-from .report_tables import method_label
+from ..figures import save_figure
+from .tables import method_label
 
 MIN_TIME_S = 1e-4  # floor of the log time scales (a zero time cannot be drawn)
 
@@ -160,7 +160,7 @@ def _label_markers(axes, table: pd.DataFrame, radii: pd.Series) -> None:
 
 def ensemble_bubble_plot(table: pd.DataFrame, suite: str, stem: Path) -> list[Path]:
     """Mean time per fold (log x) vs mean AUC improvement over KNN (y) of every entry in
-    ``table`` (see ``report_tables.ensemble_table``): ensemble variants as bubbles with area ∝
+    ``table`` (see ``tables.ensemble_table``): ensemble variants as bubbles with area ∝
     members and labelled with their variant, other methods as diamonds, and the Pareto front."""
     figure = _new_figure(9.5, 5.5)
     axes = figure.subplots()

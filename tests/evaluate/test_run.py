@@ -25,18 +25,18 @@ from sklearn.metrics import accuracy_score, f1_score, log_loss, roc_auc_score
 from threadpoolctl import threadpool_limits
 from typer.testing import CliRunner
 
-from equibench.backends import LocalBackend
 from equibench.cli import app
-from equibench.evaluate import EvaluateConfig, _task_infos, evaluate, plan_cells, prepared_settings
-from equibench.metrics import cell_metrics
-from equibench.results_store import ResultsStore
-from equibench.suites import load_suite
-from equibench.tabzilla import TabZillaPreprocessor
+from equibench.evaluate.backends import LocalBackend
+from equibench.evaluate.metrics import cell_metrics
+from equibench.evaluate.results_store import ResultsStore
+from equibench.evaluate.run import EvaluateConfig, _task_infos, evaluate, plan_cells, prepared_settings
+from equibench.evaluate.tabzilla import TabZillaPreprocessor
+from equibench.tasks.suites import load_suite
 
-DATA = Path(__file__).parent / "data"
-COMMITTED = Path(__file__).parents[1] / "results" / "demo"
+DATA = Path(__file__).parents[1] / "data"
+COMMITTED = Path(__file__).parents[2] / "results" / "demo"
 SHARED_CACHE = Path(
-    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-cache")
+    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[3] / "shared" / "data" / "openml-cache")
 )
 QUICK = dict(suite="demo", methods=("knn", "linear-model"), folds=(0,))
 
@@ -183,7 +183,7 @@ def test_same_seed_same_numbers_and_parallel_jobs_agree(tmp_path):
 
 
 def test_default_jobs_fill_the_cores_with_cells_of_the_threads_per_cell():
-    from equibench.backends import available_cores, make_backend
+    from equibench.evaluate.backends import available_cores, make_backend
 
     for threads in (1, 2, available_cores() + 1):
         with make_backend(None, threads_per_cell=threads) as backend:
@@ -243,7 +243,7 @@ def test_a_failing_method_gives_a_failed_row_and_the_run_goes_on(tmp_path, monke
 
 
 def test_a_worker_with_another_equibench_version_refuses_its_cells(tmp_path, monkeypatch):
-    monkeypatch.setattr("equibench.cells.__version__", "0.0.0-other")  # the worker's version
+    monkeypatch.setattr("equibench.evaluate.cells.__version__", "0.0.0-other")  # the worker's version
     evaluate(_tiny(methods=("knn",), folds=(0,)), tmp_path, progress=False)
     table = pd.read_csv(tmp_path / "results.csv")
     assert set(table.status) == {"failed"}

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .atomic_files import atomic_write, atomic_write_text
-from .errors import InvalidInputError
+from ..atomic_files import atomic_write, atomic_write_text
+from ..errors import InvalidInputError
 
 COLUMNS = [
     "suite", "task_id", "dataset", "fold", "method", "variant", "status", "reason",

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from equibench.openml_data import TaskUnavailableError, load_task, working_cache
-from equibench.tasks import Task
+from equibench.tasks.openml import TaskUnavailableError, load_task, working_cache
+from equibench.tasks.task import Task
 
 # The shared read-only cache beside the checkout, or wherever EQUIBENCH_TEST_OPENML_CACHE points.
 SHARED_CACHE = Path(
-    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-cache")
+    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[3] / "shared" / "data" / "openml-cache")
 )
 needs_cache = pytest.mark.skipif(not SHARED_CACHE.is_dir(), reason="the shared OpenML cache is not present")
 

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from equibench.cli import app
+from equibench.evaluate.results_store import COLUMNS
 from equibench.report import build_report
-from equibench.results_store import COLUMNS
 
 FOLDS = 3
 # method -> (variant, accuracy offset, mean time per fold in seconds)

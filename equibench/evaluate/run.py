@@ -21,18 +21,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..baselines.registry import METHODS, method_spec
+from ..baselines.settings import MethodOptions, Settings
+from ..errors import InvalidInputError, TaskUnavailableError
+from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
+from ..tasks.cache_check import missing_tasks_message
+from ..tasks.openml import working_cache
+from ..tasks.suites import Suite, load_suite, load_task
+from ..tasks.user_data import frame_suite
 from .backends import CellBackend, LocalBackend
-from .baselines.registry import METHODS, method_spec
-from .baselines.settings import MethodOptions, Settings
-from .cache_check import missing_tasks_message
 from .cells import Cell, CellContext, CellOutcome, failed_row
-from .errors import InvalidInputError, TaskUnavailableError
-from .openml_data import working_cache
-from .outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from .results_store import ResultsStore
 from .run_manifest import MANIFEST, finish_invocation, methods_to_rerun, read_manifest, start_invocation
-from .suites import Suite, load_suite, load_task
-from .user_data import frame_suite
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .baselines.registry import METHODS
-from .baselines.settings import ensemble_size
+from ..baselines.registry import METHODS
+from ..baselines.settings import ensemble_size
 
 KNN = "knn"
 EQUITABPFN = "equitabpfn"

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from equibench.backends import DaskBackend, LocalBackend, make_backend
 from equibench.cli import app
-from equibench.evaluate import EvaluateConfig, _task_infos, estimated_cost, evaluate
-from equibench.suites import load_suite
+from equibench.evaluate.backends import DaskBackend, LocalBackend, make_backend
+from equibench.evaluate.run import EvaluateConfig, _task_infos, estimated_cost, evaluate
+from equibench.tasks.suites import load_suite
 
 pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402 - installed with distributed
@@ -26,7 +26,7 @@ import dask  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 METRICS = ["task_id", "fold", "method", "variant", "status", "accuracy", "auc", "f1", "log_loss", "n_train", "n_test",
            "threads"]
 

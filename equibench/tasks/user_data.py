@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from .atomic_files import atomic_write, atomic_write_text
-from .errors import InvalidInputError
-from .frames import as_pandas
-from .tasks import Task, stratified_folds
+from ..atomic_files import atomic_write, atomic_write_text
+from ..errors import InvalidInputError
+from ..frames import as_pandas
+from .task import Task, stratified_folds
 
 PREFIX = "file-"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

@@ -19,14 +19,14 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from ._version import __version__
-from .baselines.registry import method_spec
-from .baselines.settings import Settings
-from .errors import MethodUnavailableError
+from .._version import __version__
+from ..baselines.registry import method_spec
+from ..baselines.settings import Settings
+from ..errors import MethodUnavailableError
+from ..tasks.suites import load_task
+from ..tasks.task import Task
 from .metrics import cell_metrics
-from .suites import load_task
 from .tabzilla import TabZillaPreprocessor
-from .tasks import Task
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..errors import InvalidInputError
 from .cache_check import DATASET_FILES, TASK_FILES, TaskCheck, check_task, server_dir
 from .cache_manifest import Manifest, file_digest
-from .errors import InvalidInputError
 from .suites import load_suite
 
 DEFAULT_SERVER = "https://www.openml.org/api/v1/xml"
