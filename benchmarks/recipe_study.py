@@ -122,13 +122,14 @@ def _steps_for_budget(options: list[str], budget_s: float) -> tuple[int, dict[in
         return max(1, int(budget_s / per_step)), {0: per_step}
     at = options.index("--rows-curriculum")
     base = options[:at] + options[at + 2:]
-    phases = [(1, int(base[base.index("--rows") + 1]))]
+    rows_at = len(base) - 1 - base[::-1].index("--rows")  # the last --rows is the one that counts
+    phases = [(1, int(base[rows_at + 1]))]
     phases += [(int(step), int(rows)) for step, rows in (entry.split(":") for entry in options[at + 1].split(","))]
     costs = {}
     for _, rows in phases:
         if rows not in costs:
             measured = list(base)
-            measured[measured.index("--rows") + 1] = str(rows)
+            measured[rows_at + 1] = str(rows)
             costs[rows] = _cpu_per_step(measured)
     spent, step = 0.0, 0
     while True:
