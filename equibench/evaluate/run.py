@@ -32,7 +32,14 @@ from ..tasks.user_data import frame_suite
 from .backends import CellBackend, LocalBackend
 from .cells import Cell, CellContext, CellOutcome, failed_row
 from .results_store import ResultsStore
-from .run_manifest import MANIFEST, finish_invocation, methods_to_rerun, read_manifest, start_invocation
+from .run_manifest import (
+    MANIFEST,
+    finish_invocation,
+    methods_to_rerun,
+    read_manifest,
+    recorded_settings,
+    start_invocation,
+)
 
 
 @dataclass(frozen=True)
@@ -72,11 +79,12 @@ def prepared_settings(options: MethodOptions) -> dict[str, Settings]:
 
 
 def _fingerprint(config: EvaluateConfig, settings: dict[str, Settings], suite: Suite) -> dict:
-    """What makes a cell's numbers: the seed, the threads per cell (the order of floating-point
-    reductions), per method the settings the run's options set (see ``Settings.fingerprint``),
-    and the content of the suite's table files."""
-    return {"seed": config.seed, "threads_per_cell": config.threads_per_cell,
-            "methods": {name: method.fingerprint() for name, method in settings.items()},
+    """What makes a cell's numbers: the seed, per method the settings the run's options set
+    (see ``Settings.fingerprint``) and the threads per cell (the order of floating-point
+    reductions), and the content of the suite's table files."""
+    threads = {"threads_per_cell": config.threads_per_cell}
+    return {"seed": config.seed,
+            "methods": {name: {**method.fingerprint(), **threads} for name, method in settings.items()},
             "tables": {spec.task_id: spec.sha256 for spec in suite.files}}
 
 
@@ -156,8 +164,9 @@ def _prepare(config: EvaluateConfig, out_dir: Path, store: ResultsStore, rerun_c
     if manifest_path.exists():
         saved = read_manifest(manifest_path)["settings"]
         stored = {row["method"] for row in store.rows()}
-        for name in methods_to_rerun(out_dir, saved, fingerprint, stored, rerun_changed):
+        for name in methods_to_rerun(out_dir, saved, fingerprint, stored, config.methods, rerun_changed):
             store.forget_method(name)
+        fingerprint = recorded_settings(saved, fingerprint, stored - set(config.methods))
     working = None
     if suite.needs_openml:
         source = config.resolved_openml_cache()

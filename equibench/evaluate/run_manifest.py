@@ -42,10 +42,20 @@ def read_manifest(path: Path) -> dict:
     return manifest
 
 
-def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str], rerun_changed: bool) -> list[str]:
-    """The stored methods whose cells the settings ``current`` must replace (all of them when the
-    threads per cell changed); an InvalidInputError when the run cannot resume on ``saved``'s
-    cells, or when some must be replaced and ``rerun_changed`` is false."""
+def method_fingerprints(settings: dict) -> dict[str, dict]:
+    """Each method's recorded settings, with the threads per cell its cells ran on. Manifests
+    written before the threads were recorded per method have one folder-wide value (or none,
+    before threads were recorded at all: such cells compare as made with unknown threads)."""
+    legacy = {"threads_per_cell": settings["threads_per_cell"]} if "threads_per_cell" in settings else {}
+    return {name: {**legacy, **fingerprint} for name, fingerprint in settings["methods"].items()}
+
+
+def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str], run_methods,
+                     rerun_changed: bool) -> list[str]:
+    """The methods of this run whose stored cells the settings ``current`` must replace; an
+    InvalidInputError when the run cannot resume on ``saved``'s cells, or when some must be
+    replaced and ``rerun_changed`` is false. Stored methods outside ``run_methods`` are never
+    replaced (this run would not make their cells again): they keep their recorded settings."""
     changed = sorted(k for k, v in saved.get("tables", {}).items() if current["tables"].get(k, v) != v)
     if changed:
         raise InvalidInputError(
@@ -55,25 +65,39 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
     if saved["seed"] != current["seed"]:
         raise InvalidInputError(f"{str(out_dir)!r} holds results made with seed {saved['seed']}; rerun with it to "
                                 "resume, or pass a new out_dir")
-    stale = sorted(name for name in stored if saved["methods"].get(name, {}) != current["methods"].get(name, {}))
-    if stored and saved.get("threads_per_cell") != current["threads_per_cell"]:
-        if not rerun_changed:
-            raise InvalidInputError(_threads_refusal(out_dir, saved.get("threads_per_cell"), current["threads_per_cell"]))
-        stale = sorted(stored)  # every stored cell's numbers depend on its threads
+    before, now = method_fingerprints(saved), current["methods"]
+    stale = sorted(name for name in stored if name in run_methods and before.get(name, {}) != now[name])
     if stale and not rerun_changed:
+        threads = {before.get(name, {}).get("threads_per_cell") for name in stale}
+        if all(_without_threads(before.get(name, {})) == _without_threads(now[name]) for name in stale):
+            raise InvalidInputError(_threads_refusal(out_dir, threads.pop() if len(threads) == 1 else None,
+                                                     now[stale[0]]["threads_per_cell"]))
         raise InvalidInputError(
             f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
-            "checkpoint, context cap or weights); pass rerun_changed to replace them, the original settings "
-            "to resume, or a new out_dir"
+            "checkpoint, context cap, weights or threads per cell); pass rerun_changed to replace them, the "
+            "original settings to resume, or a new out_dir"
         )
     return stale
+
+
+def recorded_settings(saved: dict | None, current: dict, kept: set[str]) -> dict:
+    """The settings a folder's manifest records after a run: ``current``, except for the
+    methods in ``kept`` (stored cells this run leaves as they are), which keep ``saved``'s."""
+    if saved is None:
+        return current
+    before = method_fingerprints(saved)
+    return {**current, "methods": {**current["methods"], **{name: before[name] for name in kept if name in before}}}
+
+
+def _without_threads(fingerprint: dict) -> dict:
+    return {key: value for key, value in fingerprint.items() if key != "threads_per_cell"}
 
 
 def _threads_refusal(out_dir: Path, before: int | None, now: int) -> str:
     """Why a run whose stored cells ran on ``before`` threads (None: not recorded) cannot resume on ``now``."""
     if before is None:
-        return (f"{str(out_dir)!r} holds results made before threads per cell were recorded; pass rerun_changed "
-                f"to rerun them all with threads_per_cell {now}, or a new out_dir")
+        return (f"{str(out_dir)!r} holds results made before threads per cell were recorded (or with several "
+                f"values); pass rerun_changed to rerun them all with threads_per_cell {now}, or a new out_dir")
     return (f"{str(out_dir)!r} holds results made with threads_per_cell {before} (threads change the numbers); "
             f"rerun with it to resume, pass rerun_changed to rerun them all with threads_per_cell {now}, "
             "or a new out_dir")

@@ -179,7 +179,7 @@ def test_same_seed_same_numbers_and_parallel_jobs_agree(tmp_path):
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert len(serial.cells) == 12 and set(a.threads) == {1}
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
-    assert manifest["settings"]["threads_per_cell"] == 1
+    assert {fingerprint["threads_per_cell"] for fingerprint in manifest["settings"]["methods"].values()} == {1}
 
 
 def test_default_jobs_fill_the_cores_with_cells_of_the_threads_per_cell():
@@ -208,12 +208,45 @@ def test_resuming_with_another_thread_count_is_refused_or_reruns_every_cell(tmp_
     table = pd.read_csv(tmp_path / "results.csv")
     assert len(summary.pending) == 12 and len(table) == 12 and set(table.threads) == {2}
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["settings"]["threads_per_cell"] == 2
+    assert manifest["settings"]["methods"]["knn"]["threads_per_cell"] == 2
     # a run made before threads were recorded cannot be resumed either
-    manifest["settings"].pop("threads_per_cell")
+    for fingerprint in manifest["settings"]["methods"].values():
+        fingerprint.pop("threads_per_cell")
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match="before threads per cell were recorded; pass rerun_changed"):
+    with pytest.raises(ValueError, match="before threads per cell were recorded .*; pass rerun_changed"):
         evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False)
+
+
+def test_rerun_changed_never_deletes_the_cells_of_methods_outside_the_run(tmp_path):
+    # a folder made before threads were recorded (one folder-wide value or none): rerunning
+    # one method with rerun_changed replaces that method's cells only
+    evaluate(_tiny(methods=("knn", "linear-model")), tmp_path, progress=False)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    for fingerprint in manifest["settings"]["methods"].values():
+        fingerprint.pop("threads_per_cell")
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    knn_cells = sorted((tmp_path / "cells").glob("*__knn__*.json"))
+    before = {path.name: path.read_bytes() for path in knn_cells}
+    summary = evaluate(_tiny(methods=("linear-model",)), tmp_path, progress=False, rerun_changed=True)
+    assert len(summary.pending) == 6
+    assert {path.name: path.read_bytes() for path in sorted((tmp_path / "cells").glob("*__knn__*.json"))} == before
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert sorted(table.method.unique()) == ["knn", "linear-model"] and len(table) == 12
+    recorded = json.loads((tmp_path / "manifest.json").read_text())["settings"]["methods"]
+    assert "threads_per_cell" not in recorded["knn"] and recorded["linear-model"]["threads_per_cell"] == 1
+    # and a later run of the kept method still sees its cells as made with other settings
+    with pytest.raises(ValueError, match="before threads per cell were recorded"):
+        evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
+
+
+def test_a_folder_wide_thread_count_of_older_manifests_is_read_per_method(tmp_path):
+    evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    for fingerprint in manifest["settings"]["methods"].values():
+        fingerprint.pop("threads_per_cell")
+    manifest["settings"]["threads_per_cell"] = 1
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert evaluate(_tiny(methods=("knn",)), tmp_path, progress=False).pending == []
 
 
 def test_cli_refuses_to_resume_with_another_thread_count_in_one_line(tmp_path):
@@ -283,8 +316,9 @@ def test_ensemble_variants_are_named_from_the_settings_and_resume(tmp_path):
     evaluate(_tiny(methods=("equitabpfn",), ensembles=(1, 2)), tmp_path, progress=False)
     assert sorted(set(pd.read_csv(tmp_path / "results.csv").variant)) == ["n1", "n2"]
     methods = json.loads((tmp_path / "manifest.json").read_text())["settings"]["methods"]
-    assert methods["knn"] == {} and methods["tabpfn-v1"] == {"tabpfn_weights": None}
-    assert set(methods["equitabpfn"]) == {"checkpoint_sha256", "max_train_rows"}
+    assert methods["knn"] == {"threads_per_cell": 1}
+    assert methods["tabpfn-v1"] == {"tabpfn_weights": None, "threads_per_cell": 1}
+    assert set(methods["equitabpfn"]) == {"checkpoint_sha256", "max_train_rows", "threads_per_cell"}
     summary = evaluate(_tiny(methods=("equitabpfn",), ensembles=(2, 4)), tmp_path, progress=False)
     assert [cell.settings.n_estimators for cell in summary.pending] == [4] * 6
 

@@ -10,41 +10,67 @@ from pathlib import Path
 import pytest
 
 from equibench.errors import InvalidInputError
-from equibench.evaluate.run_manifest import finish_invocation, methods_to_rerun, read_manifest, start_invocation
+from equibench.evaluate.run_manifest import (
+    finish_invocation,
+    methods_to_rerun,
+    read_manifest,
+    recorded_settings,
+    start_invocation,
+)
 
-SAVED = {"seed": 0, "threads_per_cell": 1, "tables": {"file-a": "1"},
-         "methods": {"knn": {}, "equitabpfn": {"checkpoint_sha256": "aa", "max_train_rows": 3000}}}
+SAVED = {"seed": 0, "tables": {"file-a": "1"},
+         "methods": {"knn": {"threads_per_cell": 1},
+                     "equitabpfn": {"checkpoint_sha256": "aa", "max_train_rows": 3000, "threads_per_cell": 1}}}
+BOTH = ("knn", "equitabpfn")
 
 
-def _current(**changes) -> dict:
-    return {**json.loads(json.dumps(SAVED)), **changes}
+def _current(threads: int = 1, checkpoint: str = "aa", **changes) -> dict:
+    methods = {"knn": {"threads_per_cell": threads},
+               "equitabpfn": {"checkpoint_sha256": checkpoint, "max_train_rows": 3000, "threads_per_cell": threads}}
+    return {**json.loads(json.dumps(SAVED)), "methods": methods, **changes}
 
 
 def test_the_same_settings_resume_with_nothing_to_rerun():
-    assert methods_to_rerun(Path("out"), SAVED, _current(), {"knn", "equitabpfn"}, rerun_changed=False) == []
+    assert methods_to_rerun(Path("out"), SAVED, _current(), set(BOTH), BOTH, rerun_changed=False) == []
 
 
 def test_changed_method_settings_are_refused_or_rerun():
-    current = _current(methods={"knn": {}, "equitabpfn": {"checkpoint_sha256": "bb", "max_train_rows": 3000}})
+    current = _current(checkpoint="bb")
     with pytest.raises(InvalidInputError, match="results of equitabpfn made with different settings.*rerun_changed"):
-        methods_to_rerun(Path("out"), SAVED, current, {"knn", "equitabpfn"}, rerun_changed=False)
-    assert methods_to_rerun(Path("out"), SAVED, current, {"knn", "equitabpfn"}, rerun_changed=True) == ["equitabpfn"]
-    assert methods_to_rerun(Path("out"), SAVED, current, {"knn"}, rerun_changed=False) == []  # no cells to replace
+        methods_to_rerun(Path("out"), SAVED, current, set(BOTH), BOTH, rerun_changed=False)
+    assert methods_to_rerun(Path("out"), SAVED, current, set(BOTH), BOTH, rerun_changed=True) == ["equitabpfn"]
+    assert methods_to_rerun(Path("out"), SAVED, current, {"knn"}, BOTH, rerun_changed=False) == []  # no cells to replace
+
+
+def test_methods_outside_the_run_are_never_replaced():
+    current = _current(threads=2, checkpoint="bb")
+    assert methods_to_rerun(Path("out"), SAVED, current, set(BOTH), ("knn",), rerun_changed=True) == ["knn"]
+    recorded = recorded_settings(SAVED, current, kept={"equitabpfn"})
+    assert recorded["methods"] == {"knn": {"threads_per_cell": 2}, "equitabpfn": SAVED["methods"]["equitabpfn"]}
 
 
 @pytest.mark.parametrize("changes, message", [
     ({"seed": 1}, "made with seed 0; rerun with it"),
     ({"tables": {"file-a": "2"}}, "results of file-a made from table files whose content has changed"),
-    ({"threads_per_cell": 2}, "made with threads_per_cell 1 .*rerun them all with threads_per_cell 2"),
+    ({"threads": 2}, "made with threads_per_cell 1 .*rerun them all with threads_per_cell 2"),
 ])
 def test_what_no_rerun_can_fix_or_only_a_full_one(changes, message):
     with pytest.raises(InvalidInputError, match=message):
-        methods_to_rerun(Path("out"), SAVED, _current(**changes), {"knn"}, rerun_changed=False)
+        methods_to_rerun(Path("out"), SAVED, _current(**changes), {"knn"}, BOTH, rerun_changed=False)
 
 
-def test_another_thread_count_reruns_every_stored_method():
-    assert methods_to_rerun(Path("out"), SAVED, _current(threads_per_cell=2), {"knn", "equitabpfn"},
+def test_another_thread_count_reruns_every_stored_method_of_the_run():
+    assert methods_to_rerun(Path("out"), SAVED, _current(threads=2), set(BOTH), BOTH,
                             rerun_changed=True) == ["equitabpfn", "knn"]
+
+
+def test_a_folder_wide_thread_count_counts_for_every_method():
+    legacy = {"seed": 0, "threads_per_cell": 1, "tables": {"file-a": "1"},
+              "methods": {"knn": {}, "equitabpfn": {"checkpoint_sha256": "aa", "max_train_rows": 3000}}}
+    assert methods_to_rerun(Path("out"), legacy, _current(), set(BOTH), BOTH, rerun_changed=False) == []
+    with pytest.raises(InvalidInputError, match="before threads per cell were recorded"):
+        methods_to_rerun(Path("out"), {**legacy, "threads_per_cell": None} | {"methods": {"knn": {}}}, _current(),
+                         {"knn"}, BOTH, rerun_changed=False)
 
 
 @dataclass(frozen=True)
