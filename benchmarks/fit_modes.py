@@ -167,7 +167,7 @@ def large_k_lines(skip_forward_k1000: bool) -> list[str]:
                 continue
             calls = 2 if mode == "fit_with_cache" else 1
             result = measure("predict", mode=mode, calls=calls, **spec)
-            later = result["predict_s"] - result["first_predict_s"] if calls > 1 else None
+            later = result["predict_s"] - result["first_predict_s"] if calls > 1 and "predict_s" in result else None
             lines.append(f"| {label} | {mode} | {cell(result, 'fit_s', '.2f')} | {cell(result, 'first_predict_s', '.2f')} | "
                          f"{'' if later is None else f'{later:.2f}'} | {cell(result, 'peak_mb', '.0f')} | "
                          f"{cell(result, 'cache_mb', '.0f')} |")
