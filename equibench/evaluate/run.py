@@ -199,10 +199,11 @@ def evaluate(
     rerun_changed: bool = False,
 ) -> EvaluateSummary:
     """Run the pending cells of ``config`` into ``out_dir`` (finished ones are kept; with
-    ``rerun_changed``, those of methods whose settings changed are replaced, all of them when
-    the threads per cell changed). Cells run on ``backend`` (default: one at a time in this
-    process), each on ``config.threads_per_cell`` threads; with several workers, the longest
-    (by :func:`estimated_cost`) go first so the tail of the run is short.
+    ``rerun_changed``, those of the run's methods whose settings or threads per cell changed
+    are replaced; the cells of methods outside the run are never touched). Cells run on
+    ``backend`` (default: one at a time in this process), each on ``config.threads_per_cell``
+    threads; with several workers, the longest (by :func:`estimated_cost`) go first so the
+    tail of the run is short.
 
     The folder is locked for the run (a second run on it is refused, naming the first); a
     dry run only reads it. A folder this call created is removed again when the settings are
