@@ -10,11 +10,11 @@
 
 TabPFN* is measured on the same (in an ECOC ensemble above 10 classes, as `equibench evaluate`
 does). Every classifier uses its default settings unless
-``--n-estimators`` / ``--feature-transforms`` say otherwise.
+``--n-estimators`` / ``--feature-transforms`` / ``--categorical-encodings`` say otherwise.
 
     python benchmarks/quality.py --openml-cache ../shared/data/openml-cache \
         [--equitabpfn PATH] [--tabpfn-star PATH] [--folds 10] [--first-fold 0] \
-        [--n-estimators 4] [--feature-transforms none quantile]
+        [--n-estimators 4] [--feature-transforms none quantile] [--categorical-encodings ordinal onehot]
 
 The bar is defined on all folds (``--folds 10``); ``--first-fold 3 --folds 3`` gives a
 cheaper look at part of them.
@@ -37,7 +37,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from equibench import ECOCClassifier, EquiTabPFNClassifier, TabPFNStarClassifier
-from equibench.preprocessing import FEATURE_TRANSFORMS
+from equibench.preprocessing import CATEGORICAL_ENCODINGS, FEATURE_TRANSFORMS
 from equibench.pretrain import BUNDLED_DATASETS
 from equibench.tasks.openml import load_task, working_cache
 
@@ -136,11 +136,13 @@ def main() -> None:
     parser.add_argument("--n-estimators", type=int, default=4)
     parser.add_argument("--feature-transforms", nargs="+", default=list(FEATURE_TRANSFORMS),
                         choices=FEATURE_TRANSFORMS, help="cycled over the ensemble members")
+    parser.add_argument("--categorical-encodings", nargs="+", default=list(CATEGORICAL_ENCODINGS),
+                        choices=CATEGORICAL_ENCODINGS, help="each paired with every feature transform in turn")
     parser.add_argument("--csv", help="also write every OpenML score (task, fold, method) to this CSV file")
     args = parser.parse_args()
 
     settings = {"n_estimators": args.n_estimators, "feature_transforms": tuple(args.feature_transforms),
-                "random_state": 0}
+                "categorical_encodings": tuple(args.categorical_encodings), "random_state": 0}
     pfns = {
         "EquiTabPFN": EquiTabPFNClassifier(checkpoint=args.equitabpfn, **settings),
         "TabPFN*": TabPFNStarClassifier(checkpoint=args.tabpfn_star, **settings),
@@ -148,7 +150,8 @@ def main() -> None:
     started = time.perf_counter()
     bundled = bundled_scores(pfns)
     print(f"\n### Bundled datasets (5-fold stratified CV accuracy, n_estimators={args.n_estimators}, "
-          f"feature_transforms={' '.join(args.feature_transforms)})\n")
+          f"feature_transforms={' '.join(args.feature_transforms)}, "
+          f"categorical_encodings={' '.join(args.categorical_encodings)})\n")
     print("| dataset | EquiTabPFN | TabPFN* | LogisticRegression | Equi - LR (points) |\n|---|---:|---:|---:|---:|")
     for name, row in bundled.iterrows():
         print(f"| {name} | {100 * row['EquiTabPFN']:.1f} | {100 * row['TabPFN*']:.1f} | "

@@ -1,5 +1,6 @@
 """Turning user tables into PFN inputs: encoding, column filtering, feature selection,
-per-member transforms and class-balanced subsampling. Everything is fitted on train rows."""
+per-member transforms (feature map, categorical encoding) and class-balanced subsampling.
+Everything is fitted on train rows."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ from .normalize import apply_normalization, fit_normalization, rescale_by_used_f
 #: Feature transforms an ensemble member may apply before normalisation: "none" (the raw
 #: values) or "quantile" (a quantile map to a normal distribution).
 FEATURE_TRANSFORMS = ("none", "quantile")
+
+#: How an ensemble member presents categorical columns: "ordinal" (the category's code) or
+#: "onehot" (one 0/1 column per category, for columns of 3 or more categories, fewest
+#: categories first, while the table stays within the network's f_max columns).
+CATEGORICAL_ENCODINGS = ("ordinal", "onehot")
 
 
 def _is_categorical(column: pd.Series) -> bool:
@@ -118,6 +124,15 @@ class TableEncoder:
     def transform(self, X) -> np.ndarray:
         return self._numeric(_as_frame(X))[:, self.columns_]
 
+    def category_counts(self) -> list[int]:
+        """Per output column, its number of train categories (0 for a numeric column); the
+        ordinal codes of a column with n categories are 0..n-1 (NaN: missing or unknown)."""
+        counts = {}
+        if self.categorical_:
+            for column, categories in zip(self.categorical_, self.ordinal_.categories_):
+                counts[column] = int((~np.asarray(pd.isna(categories), dtype=bool)).sum())
+        return [counts.get(int(column), 0) for column in self.columns_]
+
     def _numeric(self, frame: pd.DataFrame) -> np.ndarray:
         out = np.empty(frame.shape, dtype=np.float64)
         numeric = [c for c in frame.columns if c not in self.categorical_]
@@ -150,12 +165,13 @@ class TableEncoder:
 
 @dataclass(frozen=True)
 class MemberSpec:
-    """One ensemble member: a preprocessing variant, a rotation of the feature columns
-    and (TabPFN* only) a rotation of the class ids."""
+    """One ensemble member: a preprocessing variant, a categorical encoding, a rotation of
+    the feature columns and (TabPFN* only) a rotation of the class ids."""
 
     variant: str
     feature_shift: int
     class_shift: int
+    categorical_encoding: str = "ordinal"
 
 
 def ensemble_members(
@@ -165,9 +181,11 @@ def ensemble_members(
     rng: np.random.RandomState,
     class_shifts: bool,
     transforms: tuple[str, ...] = FEATURE_TRANSFORMS,
+    encodings: tuple[str, ...] = ("ordinal",),
 ) -> list[MemberSpec]:
-    """Member i uses ``transforms[i % len(transforms)]``; member 0 keeps the original
-    feature and class order, the others rotate them by random shifts."""
+    """Member i uses ``transforms[i % T]`` and ``encodings[(i // T) % len(encodings)]``
+    (T = len(transforms): every transform with each encoding in turn); member 0 keeps the
+    original feature and class order, the others rotate them by random shifts."""
     members = []
     for i in range(n_estimators):
         members.append(
@@ -175,21 +193,51 @@ def ensemble_members(
                 variant=transforms[i % len(transforms)] if n_features else "none",
                 feature_shift=int(rng.randint(n_features)) if n_features and i else 0,
                 class_shift=int(rng.randint(n_classes)) if class_shifts and i else 0,
+                categorical_encoding=encodings[(i // len(transforms)) % len(encodings)],
             )
         )
     return members
 
 
+def one_hot_columns(category_counts: list[int], f_max: int) -> list[int]:
+    """The columns a "onehot" member expands: those of 3 or more categories (a binary code
+    is already one 0/1 column), fewest categories first, while the width stays <= f_max."""
+    width, chosen = len(category_counts), []
+    for column in sorted((j for j, n in enumerate(category_counts) if n >= 3), key=lambda j: category_counts[j]):
+        if width + category_counts[column] - 1 > f_max:
+            break
+        width += category_counts[column] - 1
+        chosen.append(column)
+    return sorted(chosen)
+
+
+def expand_one_hot(values: np.ndarray, category_counts: list[int], columns: list[int]) -> np.ndarray:
+    """Replace each of ``columns`` (ordinal codes 0..n-1) in place by n 0/1 columns; a
+    missing or unknown category (NaN) is all zeros."""
+    # values: (N, F) -> (N, F + sum(n_j - 1 over columns))
+    expanded = set(columns)
+    pieces = [
+        (values[:, [j]] == np.arange(category_counts[j])).astype(values.dtype) if j in expanded else values[:, [j]]
+        for j in range(values.shape[1])
+    ]
+    return np.concatenate(pieces, axis=1) if pieces else values
+
+
 class MemberTransform:
-    """Fitted per-member feature transform: optional quantile map, robust z-score with
-    outlier squashing, rescale by f_max / F_used, feature rotation."""
+    """Fitted per-member feature transform: optional one-hot expansion of categorical
+    columns, optional quantile map, robust z-score with outlier squashing, rescale by
+    f_max / F_used, feature rotation."""
 
     def __init__(self, spec: MemberSpec, f_max: int):
         self.spec = spec
         self.f_max = f_max
 
-    def fit_transform(self, values: np.ndarray) -> torch.Tensor:
-        # values: (N, F) -> (N, F) float32
+    def fit_transform(self, values: np.ndarray, category_counts: list[int] | None = None) -> torch.Tensor:
+        # values: (N, F) -> (N, F_used) float32, F_used = F plus the one-hot columns
+        counts = category_counts if category_counts is not None else [0] * values.shape[1]
+        self.category_counts_ = list(counts)
+        self.one_hot_ = one_hot_columns(counts, self.f_max) if self.spec.categorical_encoding == "onehot" else []
+        values = self._encode(values)
         if self.spec.variant == "quantile":
             self.quantile_ = QuantileTransformer(
                 n_quantiles=max(2, min(1000, values.shape[0])), output_distribution="normal"
@@ -204,8 +252,11 @@ class MemberTransform:
         return self._finish(x)
 
     def transform(self, values: np.ndarray) -> torch.Tensor:
-        # values: (M, F) -> (M, F) float32
-        return self._finish(torch.from_numpy(self._variant(values)))
+        # values: (M, F) -> (M, F_used) float32
+        return self._finish(torch.from_numpy(self._variant(self._encode(values))))
+
+    def _encode(self, values: np.ndarray) -> np.ndarray:
+        return expand_one_hot(values, self.category_counts_, self.one_hot_) if self.one_hot_ else values
 
     def _variant(self, values: np.ndarray) -> np.ndarray:
         if self.spec.variant == "none":

@@ -32,6 +32,16 @@ class EquiTabPFNClassifier(PFNClassifier):
         Member i first applies ``feature_transforms[i % len(feature_transforms)]``: "none"
         keeps the raw values, "quantile" maps each feature to a normal distribution by its
         train quantiles. A robust z-score follows in both cases.
+    categorical_encodings : sequence of {"ordinal", "onehot"}, default=("ordinal", "onehot")
+        Member i presents categorical columns as
+        ``categorical_encodings[(i // len(feature_transforms)) % len(categorical_encodings)]``,
+        so the default 4 members pair each feature transform with each encoding:
+        "ordinal" gives each category its code (0, 1, ...), "onehot" one 0/1 column per
+        category for columns of 3 or more categories, fewest categories first, as long as
+        the table stays within the network's 100 features (the others stay ordinal).
+        One-hot lets the small network use categories with no order (identifiers, names);
+        the ordinal code keeps an order the categories may have. Numeric tables are
+        unaffected.
     device : str, default="auto"
         "auto" uses CUDA when available, else CPU.
     fit_mode : {"low_memory", "fit_with_cache"}, default="low_memory"
@@ -59,7 +69,8 @@ class EquiTabPFNClassifier(PFNClassifier):
     categorical_features : array-like of int, bool or str, default=None
         Columns to treat as categorical besides the non-numeric ones, for instance
         integer-coded categories in an array: indices, a boolean mask, or column names of
-        a data frame. They are ordinal-encoded; categories unseen at fit become missing.
+        a data frame. They are encoded as ``categorical_encodings`` says; categories unseen
+        at fit become missing (NaN when ordinal, all zeros when one-hot).
     batch_size : int, default=1024
         Test rows per forward pass; bounds memory (each pass re-reads the context).
     random_state : int, RandomState or None, default=None

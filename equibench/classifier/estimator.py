@@ -21,6 +21,7 @@ from ..devices import resolve_device, resolve_precision
 from ..errors import InvalidInputError, TooManyClassesError
 from ..frames import as_pandas
 from ..preprocessing import (
+    CATEGORICAL_ENCODINGS,
     FEATURE_TRANSFORMS,
     MemberTransform,
     TableEncoder,
@@ -39,6 +40,18 @@ FIT_MODES = ("low_memory", "fit_with_cache")
 class PretrainingLimitWarning(UserWarning):
     """The data exceeds what the network takes or was pretrained on, so the classifier
     reduced it (fewer context rows or fewer features)."""
+
+
+def _choices(name: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """``value`` (one name or a sequence of names) as a non-empty tuple of ``allowed`` names."""
+    chosen = (value,) if isinstance(value, str) else value
+    try:
+        chosen = tuple(chosen)
+    except TypeError:
+        chosen = ()
+    if not chosen or any(not isinstance(c, str) or c not in allowed for c in chosen):
+        raise InvalidInputError(f"{name} must be a non-empty sequence of {', '.join(map(repr, allowed))}, got {value!r}")
+    return chosen
 
 
 def _check_labels_present(y: np.ndarray) -> None:
@@ -64,6 +77,7 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         checkpoint="default",
         n_estimators: int = 4,
         feature_transforms=FEATURE_TRANSFORMS,
+        categorical_encodings=CATEGORICAL_ENCODINGS,
         device: str = "auto",
         inference_precision="auto",
         fit_mode: str = "low_memory",
@@ -77,6 +91,7 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         self.checkpoint = checkpoint
         self.n_estimators = n_estimators
         self.feature_transforms = feature_transforms
+        self.categorical_encodings = categorical_encodings
         self.device = device
         self.inference_precision = inference_precision
         self.fit_mode = fit_mode
@@ -111,7 +126,7 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         """Store the training context: labels, fitted preprocessing and, per ensemble
         member, the transformed training rows (class-balanced subsample above
         ``max_train_rows`` unless ``ignore_pretraining_limits``)."""
-        transforms = self._check_params()
+        transforms, encodings = self._check_params()
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
@@ -145,10 +160,11 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
                 "SelectKBest in a Pipeline) to choose which"
             )
         specs = ensemble_members(
-            self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts, transforms
+            self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts, transforms, encodings
         )
         self.transforms_ = [MemberTransform(spec, f_max) for spec in specs]
-        self.train_features_ = [t.fit_transform(values) for t in self.transforms_]  # each (N, F_used)
+        counts = self.encoder_.category_counts()
+        self.train_features_ = [t.fit_transform(values, counts) for t in self.transforms_]  # each (N, F_used)
         self.train_labels_ = torch.from_numpy(y_encoded[rows].astype(np.int64))  # (N,)
         if self.fit_mode == "fit_with_cache":
             self.contexts_ = self._encode_contexts()
@@ -158,8 +174,9 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         if not self.ignore_pretraining_limits:
             warnings.warn(f"{type(self).__name__}: {message}.", PretrainingLimitWarning, stacklevel=3)
 
-    def _check_params(self) -> tuple[str, ...]:
-        """Validate the parameters; returns the feature transforms as a tuple."""
+    def _check_params(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Validate the parameters; returns the feature transforms and the categorical
+        encodings as tuples."""
 
         def positive_int(name):
             value = getattr(self, name)
@@ -175,19 +192,10 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
             raise InvalidInputError(f"fit_mode must be one of {', '.join(map(repr, FIT_MODES))}, got {self.fit_mode!r}")
         if not isinstance(self.ignore_pretraining_limits, (bool, np.bool_)):
             raise InvalidInputError(f"ignore_pretraining_limits must be True or False, got {self.ignore_pretraining_limits!r}")
-        transforms = self.feature_transforms
-        if isinstance(transforms, str):
-            transforms = (transforms,)
-        try:
-            transforms = tuple(transforms)
-        except TypeError:
-            transforms = ()
-        if not transforms or any(t not in FEATURE_TRANSFORMS for t in transforms):
-            raise InvalidInputError(
-                f"feature_transforms must be a non-empty sequence of {', '.join(map(repr, FEATURE_TRANSFORMS))}, "
-                f"got {self.feature_transforms!r}"
-            )
-        return transforms
+        return (
+            _choices("feature_transforms", self.feature_transforms, FEATURE_TRANSFORMS),
+            _choices("categorical_encodings", self.categorical_encodings, CATEGORICAL_ENCODINGS),
+        )
 
     def _check_table(self, X, reset: bool):
         X = as_pandas(X)

@@ -72,7 +72,9 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
     members = []
     for i, (transform, features) in enumerate(zip(estimator.transforms_, estimator.train_features_)):
         members.append({"variant": transform.spec.variant, "feature_shift": transform.spec.feature_shift,
-                        "class_shift": transform.spec.class_shift})
+                        "class_shift": transform.spec.class_shift,
+                        "categorical_encoding": transform.spec.categorical_encoding,
+                        "one_hot": [int(j) for j in transform.one_hot_]})
         arrays[f"member/{i}/mean"] = transform.mean_.numpy()
         arrays[f"member/{i}/std"] = transform.std_.numpy()
         arrays[f"member/{i}/train_features"] = features.numpy()
@@ -129,8 +131,9 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     params = dict(header["params"])
     if device is not None:
         params["device"] = device
-    if params.get("feature_transforms") is not None:
-        params["feature_transforms"] = tuple(params["feature_transforms"])
+    for name in ("feature_transforms", "categorical_encodings"):
+        if params.get(name) is not None:
+            params[name] = tuple(params[name])
     estimator = cls(**params)
     if checkpoint is None:
         if header["checkpoint"] is None:
@@ -149,9 +152,12 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     if "feature_names_in" in arrays:
         estimator.feature_names_in_ = arrays["feature_names_in"].astype(object)
     estimator.encoder_ = _encoder(header["encoder"], arrays)
+    counts = estimator.encoder_.category_counts()
     estimator.transforms_, estimator.train_features_ = [], []
-    for i, spec in enumerate(header["members"]):
+    for i, saved in enumerate(header["members"]):
+        spec = {key: value for key, value in saved.items() if key != "one_hot"}
         transform = MemberTransform(MemberSpec(**spec), estimator.model_.config.f_max)
+        transform.category_counts_, transform.one_hot_ = counts, saved.get("one_hot", [])
         transform.mean_ = torch.from_numpy(arrays[f"member/{i}/mean"])
         transform.std_ = torch.from_numpy(arrays[f"member/{i}/std"])
         if spec["variant"] == "quantile":

@@ -124,8 +124,9 @@ def test_pickle_of_a_file_checkpoint_keeps_the_network(tmp_path):
 def test_fit_state_round_trip(tmp_path, classifier_class, checkpoint):
     frame, y = _mixed_frame()
     fitted = classifier_class(
-        checkpoint=checkpoint, device="cpu", random_state=0, n_estimators=3, categorical_features=["code"]
+        checkpoint=checkpoint, device="cpu", random_state=0, n_estimators=4, categorical_features=["code"]
     ).fit(frame, y)
+    assert any(t.one_hot_ for t in fitted.transforms_)  # the one-hot members are saved and restored too
     path = fitted.save_fit_state(tmp_path / "state.npz")
     with zipfile.ZipFile(path) as archive:  # plain .npy arrays only
         assert all(name.endswith(".npy") for name in archive.namelist())

@@ -13,7 +13,7 @@ from make_fixtures import CHECKPOINTS, GOLDEN, golden_predictions
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
-from equibench.preprocessing import ensemble_members
+from equibench.preprocessing import ensemble_members, expand_one_hot, one_hot_columns
 
 EQUI = str(CHECKPOINTS["equitabpfn"])
 STAR = str(CHECKPOINTS["tabpfn-star"])
@@ -249,6 +249,51 @@ def test_ensemble_members_cycle_through_the_feature_transforms():
     assert all(0 <= m.feature_shift < 7 and 0 <= m.class_shift < 3 for m in members)
 
 
+def test_ensemble_members_pair_each_transform_with_each_encoding():
+    members = ensemble_members(
+        5, 7, 3, np.random.RandomState(0), class_shifts=False, transforms=("none", "quantile"),
+        encodings=("ordinal", "onehot"),
+    )
+    assert [(m.variant, m.categorical_encoding) for m in members] == [
+        ("none", "ordinal"), ("quantile", "ordinal"), ("none", "onehot"), ("quantile", "onehot"), ("none", "ordinal"),
+    ]
+
+
+def test_one_hot_expands_columns_of_three_or_more_categories_within_the_feature_budget():
+    counts = [0, 5, 2, 3, 60]  # numeric, 5 categories, binary, 3 categories, 60 categories
+    assert one_hot_columns(counts, f_max=70) == [1, 3, 4]  # 5 + 2 + 4 + 59 = 70 columns
+    assert one_hot_columns(counts, f_max=69) == [1, 3]  # the 60-category column would not fit
+    assert one_hot_columns([0, 0], f_max=100) == []
+    values = np.array([[0.5, 2.0, 1.0], [1.5, np.nan, 0.0]])  # column 1: codes of 3 categories, NaN missing
+    expanded = expand_one_hot(values, [0, 3, 2], [1])
+    np.testing.assert_array_equal(expanded, [[0.5, 0, 0, 1, 1.0], [1.5, 0, 0, 0, 0.0]])
+
+
+def test_default_members_see_categories_as_codes_and_as_one_hot_columns():
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"x": rng.normal(size=120), "site": pd.Categorical(rng.choice(list("abcdefgh"), 120)),
+                          "flag": rng.choice(["yes", "no"], 120)})
+    y = frame["site"].isin(["b", "e", "g"]).to_numpy().astype(int)  # no order in the site names
+    fitted = _equi().fit(frame, y)
+    assert [t.spec.categorical_encoding for t in fitted.transforms_] == ["ordinal", "ordinal", "onehot", "onehot"]
+    assert [tuple(f.shape) for f in fitted.train_features_] == [(120, 3)] * 2 + [(120, 10)] * 2  # site: 8 columns
+    unseen = frame.iloc[:2].assign(site=pd.Categorical(["z", "a"]))
+    codes = fitted.encoder_.transform(unseen)
+    assert np.isnan(codes[0, 1]) and not np.isnan(codes[1, 1])
+    block = fitted.transforms_[2]._encode(codes)[:, 1:9]  # the site's one-hot columns, before normalisation
+    np.testing.assert_array_equal(block, [[0] * 8, [1] + [0] * 7])
+    ordinal_only = _equi(categorical_encodings="ordinal").fit(frame, y)
+    assert {t.spec.categorical_encoding for t in ordinal_only.transforms_} == {"ordinal"}
+    assert not np.allclose(ordinal_only.predict_proba(frame), fitted.predict_proba(frame))
+
+
+def test_numeric_tables_are_unaffected_by_the_categorical_encodings():
+    X, y = _blobs()
+    np.testing.assert_array_equal(
+        _equi(categorical_encodings="ordinal").fit(X, y).predict_proba(X), _equi().fit(X, y).predict_proba(X)
+    )
+
+
 def test_feature_transforms_choose_each_members_preprocessing():
     X, y = _blobs()
     X = np.exp(X)  # skewed features, so that the quantile map changes the inputs
@@ -271,6 +316,8 @@ def test_feature_transforms_choose_each_members_preprocessing():
         ({"feature_transforms": ("none", "box-cox")}, "feature_transforms must be a non-empty sequence"),
         ({"feature_transforms": ()}, "feature_transforms must be a non-empty sequence"),
         ({"feature_transforms": 3}, "feature_transforms must be a non-empty sequence"),
+        ({"categorical_encodings": ("ordinal", "binary")}, "categorical_encodings must be a non-empty sequence"),
+        ({"categorical_encodings": []}, "categorical_encodings must be a non-empty sequence"),
         ({"device": "tpu"}, "device must be"),
         ({"checkpoint": 42}, "checkpoint must be"),
         ({"checkpoint": "/no/such/file.pt"}, "does not exist"),
