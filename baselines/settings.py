@@ -113,7 +113,12 @@ class PFNSettings(EnsembleSettings):
     device: str = "cpu"
 
     def fingerprint(self) -> dict:
-        return {"checkpoint_sha256": _file_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows}
+        # The classifier's default feature transforms shape the numbers too. Its categorical
+        # encodings do not: TabZilla's preprocessing hands it numeric columns only.
+        from ..preprocessing import FEATURE_TRANSFORMS
+
+        return {"checkpoint_sha256": _file_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows,
+                "feature_transforms": list(FEATURE_TRANSFORMS)}
 
     def work(self, n_train: float) -> float:
         return min(n_train, self.max_train_rows) * self.n_estimators

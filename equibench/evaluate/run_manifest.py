@@ -74,7 +74,7 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
                                                      now[stale[0]]["threads_per_cell"]))
         raise InvalidInputError(
             f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
-            "checkpoint, context cap, weights or threads per cell); pass rerun_changed to replace them, the "
+            "checkpoint, context cap, preprocessing, weights or threads per cell); pass rerun_changed to replace them, the "
             "original settings to resume, or a new out_dir"
         )
     return stale
