@@ -94,6 +94,8 @@ CONFIGS: dict[str, list[str]] = {
     "sf-classes20": [*_BASE, *_SF, "--max-classes", "20"],
     "sf-trees0.6": [*_BASE, *_SF, "--tree-fraction", "0.6"],
     "sf-batch32": [*_BASE, *_SF, "--grad-accumulation", "4"],
+    "sf-batch64": [*_BASE, *_SF, "--grad-accumulation", "8"],
+    "sf-rows1152": [*_BASE, *_SF, "--rows", "1152"],
     "sf-d96l3": [*_BASE, *_SF, "--d-model", "96", "--layers", "3", "--mlp-hidden", "192"],
 }
 _CALIBRATION_STEPS = 12
