@@ -199,25 +199,25 @@ def ensemble_members(
     return members
 
 
-def one_hot_columns(category_counts: list[int], f_max: int) -> list[int]:
-    """The columns a "onehot" member expands: those of 3 or more categories (a binary code
-    is already one 0/1 column), fewest categories first, while the width stays <= f_max."""
-    width, chosen = len(category_counts), []
+def one_hot_columns(category_counts: list[int], f_max: int) -> dict[int, int]:
+    """The columns a "onehot" member expands, with their category counts: those of 3 or more
+    categories (a binary code is already one 0/1 column), fewest categories first, while the
+    width stays <= f_max."""
+    width, chosen = len(category_counts), {}
     for column in sorted((j for j, n in enumerate(category_counts) if n >= 3), key=lambda j: category_counts[j]):
         if width + category_counts[column] - 1 > f_max:
             break
         width += category_counts[column] - 1
-        chosen.append(column)
-    return sorted(chosen)
+        chosen[column] = category_counts[column]
+    return dict(sorted(chosen.items()))
 
 
-def expand_one_hot(values: np.ndarray, category_counts: list[int], columns: list[int]) -> np.ndarray:
-    """Replace each of ``columns`` (ordinal codes 0..n-1) in place by n 0/1 columns; a
-    missing or unknown category (NaN) is all zeros."""
+def expand_one_hot(values: np.ndarray, columns: dict[int, int]) -> np.ndarray:
+    """Replace each column j of ``columns`` (ordinal codes 0..n_j-1, n_j = ``columns[j]``) in
+    place by n_j 0/1 columns; a missing or unknown category (NaN) is all zeros."""
     # values: (N, F) -> (N, F + sum(n_j - 1 over columns))
-    expanded = set(columns)
     pieces = [
-        (values[:, [j]] == np.arange(category_counts[j])).astype(values.dtype) if j in expanded else values[:, [j]]
+        (values[:, [j]] == np.arange(columns[j])).astype(values.dtype) if j in columns else values[:, [j]]
         for j in range(values.shape[1])
     ]
     return np.concatenate(pieces, axis=1) if pieces else values
@@ -234,9 +234,8 @@ class MemberTransform:
 
     def fit_transform(self, values: np.ndarray, category_counts: list[int] | None = None) -> torch.Tensor:
         # values: (N, F) -> (N, F_used) float32, F_used = F plus the one-hot columns
-        counts = category_counts if category_counts is not None else [0] * values.shape[1]
-        self.category_counts_ = list(counts)
-        self.one_hot_ = one_hot_columns(counts, self.f_max) if self.spec.categorical_encoding == "onehot" else []
+        onehot = self.spec.categorical_encoding == "onehot" and category_counts is not None
+        self.one_hot_ = one_hot_columns(category_counts, self.f_max) if onehot else {}
         values = self._encode(values)
         if self.spec.variant == "quantile":
             self.quantile_ = QuantileTransformer(
@@ -256,7 +255,7 @@ class MemberTransform:
         return self._finish(torch.from_numpy(self._variant(self._encode(values))))
 
     def _encode(self, values: np.ndarray) -> np.ndarray:
-        return expand_one_hot(values, self.category_counts_, self.one_hot_) if self.one_hot_ else values
+        return expand_one_hot(values, self.one_hot_) if self.one_hot_ else values
 
     def _variant(self, values: np.ndarray) -> np.ndarray:
         if self.spec.variant == "none":

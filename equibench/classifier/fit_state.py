@@ -74,7 +74,7 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
         members.append({"variant": transform.spec.variant, "feature_shift": transform.spec.feature_shift,
                         "class_shift": transform.spec.class_shift,
                         "categorical_encoding": transform.spec.categorical_encoding,
-                        "one_hot": [int(j) for j in transform.one_hot_]})
+                        "one_hot": [[int(j), int(n)] for j, n in transform.one_hot_.items()]})
         arrays[f"member/{i}/mean"] = transform.mean_.numpy()
         arrays[f"member/{i}/std"] = transform.std_.numpy()
         arrays[f"member/{i}/train_features"] = features.numpy()
@@ -152,12 +152,11 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     if "feature_names_in" in arrays:
         estimator.feature_names_in_ = arrays["feature_names_in"].astype(object)
     estimator.encoder_ = _encoder(header["encoder"], arrays)
-    counts = estimator.encoder_.category_counts()
     estimator.transforms_, estimator.train_features_ = [], []
     for i, saved in enumerate(header["members"]):
         spec = {key: value for key, value in saved.items() if key != "one_hot"}
         transform = MemberTransform(MemberSpec(**spec), estimator.model_.config.f_max)
-        transform.category_counts_, transform.one_hot_ = counts, saved.get("one_hot", [])
+        transform.one_hot_ = {j: n for j, n in saved.get("one_hot", [])}  # column -> categories
         transform.mean_ = torch.from_numpy(arrays[f"member/{i}/mean"])
         transform.std_ = torch.from_numpy(arrays[f"member/{i}/std"])
         if spec["variant"] == "quantile":

@@ -261,11 +261,11 @@ def test_ensemble_members_pair_each_transform_with_each_encoding():
 
 def test_one_hot_expands_columns_of_three_or_more_categories_within_the_feature_budget():
     counts = [0, 5, 2, 3, 60]  # numeric, 5 categories, binary, 3 categories, 60 categories
-    assert one_hot_columns(counts, f_max=70) == [1, 3, 4]  # 5 + 2 + 4 + 59 = 70 columns
-    assert one_hot_columns(counts, f_max=69) == [1, 3]  # the 60-category column would not fit
-    assert one_hot_columns([0, 0], f_max=100) == []
+    assert list(one_hot_columns(counts, f_max=70)) == [1, 3, 4]  # 5 + 2 + 4 + 59 = 70 columns
+    assert one_hot_columns(counts, f_max=69) == {1: 5, 3: 3}  # the 60-category column would not fit
+    assert one_hot_columns([0, 0], f_max=100) == {}
     values = np.array([[0.5, 2.0, 1.0], [1.5, np.nan, 0.0]])  # column 1: codes of 3 categories, NaN missing
-    expanded = expand_one_hot(values, [0, 3, 2], [1])
+    expanded = expand_one_hot(values, {1: 3})
     np.testing.assert_array_equal(expanded, [[0.5, 0, 0, 1, 1.0], [1.5, 0, 0, 0, 0.0]])
 
 
