@@ -12,7 +12,9 @@ scratch: an unfinished run resumes from there in the same checkout).
 ``run`` first measures the configuration's CPU seconds per step (a 12-step run; the mean of
 steps 3-12 of ``cpu_seconds`` in its log), sets ``--steps`` so that training uses the
 budget, trains with ``equibench pretrain`` (the exact command is stored beside the results)
-and scores the final model:
+and scores the final model. A seed repeat (``SEED_REPEATS``, e.g. ``sf-base-seed1``) skips the
+calibration and trains the steps of its original's plan, so that only the seed differs. The
+scores:
 
 * held-out prior: loss and accuracy on 8 fixed batches of 8 datasets of the paper's v1 prior
   (512 rows), whatever prior the configuration trained on;
@@ -97,7 +99,24 @@ CONFIGS: dict[str, list[str]] = {
     "sf-batch64": [*_BASE, *_SF, "--grad-accumulation", "8"],
     "sf-rows1152": [*_BASE, *_SF, "--rows", "1152"],
     "sf-d96l3": [*_BASE, *_SF, "--d-model", "96", "--layers", "3", "--mlp-hidden", "192"],
+    # does the choice carry over to TabPFN*? (the paper's recipe against the chosen one)
+    "post-ln-3e-4-tabpfn-star": [*_BASE, "--lr", "3e-4", "--warmup-steps", "50", "--arch", "tabpfn-star"],
+    "sf-base-tabpfn-star": [*_BASE, *_SF, "--arch", "tabpfn-star"],
 }
+#: Seed repeats: name -> (the configuration repeated, its seed). A repeat trains for the steps
+#: of the original's plan instead of a new calibration, so that only the seed differs.
+SEED_REPEATS: dict[str, tuple[str, int]] = {
+    "sf-base-seed1": ("sf-base", 1),
+    "sf-curriculum-seed1": ("sf-curriculum", 1),
+}
+
+
+def _with_seed(options: list[str], seed: int) -> list[str]:
+    at = options.index("--seed")
+    return [*options[:at + 1], str(seed), *options[at + 2:]]
+
+
+CONFIGS.update({name: _with_seed(CONFIGS[original], seed) for name, (original, seed) in SEED_REPEATS.items()})
 _CALIBRATION_STEPS = 12
 
 
@@ -195,6 +214,12 @@ def run(name: str, budget_s: float, out: Path, runs: Path, openml_cache: Path | 
     try:
         if plan_path.exists():
             steps = json.loads(plan_path.read_text())["steps"]
+        elif name in SEED_REPEATS:
+            original_plan = out / SEED_REPEATS[name][0] / "plan.json"
+            if not original_plan.exists():
+                raise SystemExit(f"{name} repeats {SEED_REPEATS[name][0]} with another seed: run that first")
+            steps = json.loads(original_plan.read_text())["steps"]
+            plan_path.write_text(json.dumps({"steps": steps, "steps_of": SEED_REPEATS[name][0]}) + "\n")
         else:
             steps, costs = _steps_for_budget(options, budget_s)
             plan_path.write_text(json.dumps({"cpu_seconds_per_step_by_rows": costs, "steps": steps}) + "\n")
