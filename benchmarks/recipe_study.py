@@ -210,16 +210,16 @@ def run(name: str, budget_s: float, out: Path, runs: Path, openml_cache: Path | 
         print(f"{name}: done already", flush=True)
         return
     plan_path = folder / "plan.json"  # the step count of an interrupted run is kept
+    original = SEED_REPEATS.get(name, (None,))[0]
+    if original is not None and not (out / original / "plan.json").exists():
+        raise SystemExit(f"{name} repeats {original} with another seed: run {original} first")
     folder.mkdir(parents=True, exist_ok=True)
     try:
         if plan_path.exists():
             steps = json.loads(plan_path.read_text())["steps"]
-        elif name in SEED_REPEATS:
-            original_plan = out / SEED_REPEATS[name][0] / "plan.json"
-            if not original_plan.exists():
-                raise SystemExit(f"{name} repeats {SEED_REPEATS[name][0]} with another seed: run that first")
-            steps = json.loads(original_plan.read_text())["steps"]
-            plan_path.write_text(json.dumps({"steps": steps, "steps_of": SEED_REPEATS[name][0]}) + "\n")
+        elif original is not None:
+            steps = json.loads((out / original / "plan.json").read_text())["steps"]
+            plan_path.write_text(json.dumps({"steps": steps, "steps_of": original}) + "\n")
         else:
             steps, costs = _steps_for_budget(options, budget_s)
             plan_path.write_text(json.dumps({"cpu_seconds_per_step_by_rows": costs, "steps": steps}) + "\n")
