@@ -16,9 +16,9 @@ import typer
 from .. import __version__
 from . import evaluation, reporting, training
 from .failures import CommandGroup
-from .training import SCHEDULE_NAMES, SIZE_NAMES
+from .training import FEATURE_COUNT_NAMES, SCHEDULE_NAMES, SIZE_NAMES
 
-__all__ = ["SCHEDULE_NAMES", "SIZE_NAMES", "app"]
+__all__ = ["FEATURE_COUNT_NAMES", "SCHEDULE_NAMES", "SIZE_NAMES", "app"]
 
 app = typer.Typer(
     cls=CommandGroup,

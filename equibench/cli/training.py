@@ -16,11 +16,14 @@ from . import output
 SIZE_NAMES = ("tiny", "small", "medium", "base")
 #: Mirrors equibench.pretrain.SCHEDULES (checked by a test), for the same reason.
 SCHEDULE_NAMES = ("cosine", "wsd", "schedule-free")
+#: Mirrors equibench.prior.config.FEATURE_COUNTS (checked by a test), for the same reason.
+FEATURE_COUNT_NAMES = ("uniform", "log-uniform")
 
 Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
 _ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
 Size = Enum("Size", {name: name for name in SIZE_NAMES}, type=str)
 Schedule = Enum("Schedule", {name: name for name in SCHEDULE_NAMES}, type=str)
+FeatureCounts = Enum("FeatureCounts", {name: name for name in FEATURE_COUNT_NAMES}, type=str)
 WeightsDtype = Enum("WeightsDtype", {name: name for name in ("float32", "float16", "bfloat16")}, type=str)
 
 
@@ -54,6 +57,8 @@ def pretrain(
     decay_fraction: Annotated[float, typer.Option(help="wsd: share of the steps in the final cool-down.")] = 0.2,
     rows_curriculum: Annotated[Optional[str], typer.Option(help="Short-to-long curriculum 'STEP:ROWS,...': from STEP on, datasets have ROWS rows (before the first STEP, --rows).")] = None,
     tree_fraction: Annotated[float, typer.Option(help="Share of prior datasets whose target is a sum of random axis-aligned trees (0: the paper's v1 prior).")] = 0.0,
+    feature_counts: Annotated[FeatureCounts, typer.Option(help="How many features a prior dataset uses: uniform in 1..100 (the paper's v1 prior) or log-uniform (half the datasets with 1-9).")] = "uniform",
+    outlier_prob: Annotated[float, typer.Option(help="Share of prior datasets with outlying cells: up to 5% of their values moved by 2-10 standard deviations after the target was drawn (0: the paper's v1 prior).")] = 0.0,
     max_classes: Annotated[int, typer.Option(help="Most classes of a prior dataset (TabPFN* takes at most 10).")] = 10,
     p_binary: Annotated[float, typer.Option(help="Share of prior batches with two classes.")] = 0.5,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
@@ -95,8 +100,8 @@ def pretrain(
         validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
         init_from=None if init_from is None else str(init_from),
     )
-    prior = PriorConfig(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction, max_classes=max_classes,
-                        p_binary=p_binary)
+    prior = PriorConfig(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction, outlier_prob=outlier_prob,
+                        feature_counts=FeatureCounts(feature_counts).value, max_classes=max_classes, p_binary=p_binary)
     if time_limit is not None and not time_limit > 0:
         raise InvalidInputError(f"--time-limit takes a positive number of minutes, got {time_limit}")
     if resume and overwrite:

@@ -12,6 +12,7 @@ from ..errors import InvalidInputError
 from ..model.config import F_MAX, dataclass_from_dict
 
 ACTIVATIONS = ("tanh", "identity", "relu")
+FEATURE_COUNTS = ("uniform", "log-uniform")
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,8 @@ class PriorConfig:
 
     Per batch: K = 2 with probability ``p_binary``, else uniform in {2..max_classes}; the
     split point is uniform in [ceil(min_train_fraction * rows), floor(max_train_fraction * rows)].
-    Per dataset: features used uniform in {1..f_max}. ``*_range`` fields are ``(low, high)`` log-uniform ranges. Layer count, hidden width and
+    Per dataset: features used uniform in {1..f_max}, or with ``feature_counts="log-uniform"``
+    ``floor(exp(U(0, ln(f_max + 1))))`` (as many datasets with 1-9 features as with 10-99). ``*_range`` fields are ``(low, high)`` log-uniform ranges. Layer count, hidden width and
     cause count follow TabPFN's "meta gamma": ``min + round(Gamma(a, mean / a))`` with
     ``a = exp(U(0, ln max_alpha))`` and ``mean ~ U(0, max_mean)``, clipped at the max.
     """
@@ -29,6 +31,7 @@ class PriorConfig:
     min_train_fraction: float = 0.1
     max_train_fraction: float = 0.9
     f_max: int = F_MAX
+    feature_counts: str = "uniform"  # one of FEATURE_COUNTS
     max_classes: int = 10
     p_binary: float = 0.5
     gp_fraction: float = 0.04
@@ -69,6 +72,12 @@ class PriorConfig:
     tree_fraction: float = 0.0
     tree_max_depth: int = 4
     tree_max_trees: int = 4
+    # outlying cells: with probability ``outlier_prob`` a dataset has a share
+    # U(0, outlier_max_fraction) of its used cells moved by +-s column standard deviations,
+    # s log-uniform in ``outlier_scale_range``, after its target was computed
+    outlier_prob: float = 0.0
+    outlier_max_fraction: float = 0.05
+    outlier_scale_range: tuple[float, float] = (2.0, 10.0)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -122,12 +131,12 @@ def _check_types(config: PriorConfig) -> None:
 def _check_probabilities_and_ranges(config: PriorConfig) -> None:
     for name in (
         "p_binary", "gp_fraction", "categorical_batch_prob", "nan_prob", "per_node_noise_prob",
-        "blockwise_dropout_prob", "causal_prob", "y_is_effect_prob", "tree_fraction",
+        "blockwise_dropout_prob", "causal_prob", "y_is_effect_prob", "tree_fraction", "outlier_prob",
     ):
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise InvalidInputError(f"PriorConfig.{name} is a probability in [0, 1], got {getattr(config, name)!r}")
     for name in ("weight_std_range", "noise_std_range", "dropout_beta_range",
-                 "gp_lengthscale_range", "gp_noise_std_range"):
+                 "gp_lengthscale_range", "gp_noise_std_range", "outlier_scale_range"):
         value = getattr(config, name)
         if (not isinstance(value, tuple) or len(value) != 2
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
@@ -155,6 +164,10 @@ def _check_mlp(config: PriorConfig) -> None:
 
 
 def _check_classes_and_features(config: PriorConfig) -> None:
+    if config.feature_counts not in FEATURE_COUNTS:
+        raise InvalidInputError(
+            f"PriorConfig.feature_counts must be one of {list(FEATURE_COUNTS)}, got {config.feature_counts!r}"
+        )
     if config.max_classes < 2:
         raise InvalidInputError(f"PriorConfig.max_classes must be >= 2, got {config.max_classes}")
     if config.categorical_max_levels < 2:
@@ -165,8 +178,9 @@ def _check_classes_and_features(config: PriorConfig) -> None:
         raise InvalidInputError(
             f"PriorConfig.categorical_mean_levels must be > 0, got {config.categorical_mean_levels!r}"
         )
-    if not 0.0 < config.nan_max_fraction <= 1.0:
-        raise InvalidInputError(f"PriorConfig.nan_max_fraction must be in (0, 1], got {config.nan_max_fraction!r}")
+    for name in ("nan_max_fraction", "outlier_max_fraction"):
+        if not 0.0 < getattr(config, name) <= 1.0:
+            raise InvalidInputError(f"PriorConfig.{name} must be in (0, 1], got {getattr(config, name)!r}")
     if not 0.0 <= config.dropout_scale < 1.0:
         raise InvalidInputError(f"PriorConfig.dropout_scale must be in [0, 1), got {config.dropout_scale!r}")
 

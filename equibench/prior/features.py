@@ -1,4 +1,4 @@
-"""Feature post-processing of a batch: categoricals, missing values, normalisation."""
+"""Feature post-processing of a batch: outlying cells, categoricals, missing values, normalisation."""
 
 from __future__ import annotations
 
@@ -49,17 +49,37 @@ def _insert_missing(
     return x.masked_fill(missing, math.nan)
 
 
+def _move_outliers(
+    x: torch.Tensor, used: torch.Tensor, config: PriorConfig, rng: np.random.Generator, gen: torch.Generator,
+) -> torch.Tensor:
+    """With probability ``outlier_prob`` a dataset has a share U(0, outlier_max_fraction) of its
+    used cells moved by +-s of their column's standard deviation (s log-uniform in
+    ``outlier_scale_range`` per dataset): measurement errors that its target never saw."""
+    # x: (B, R, F) finite, used: (B, F) bool -> x
+    batch_size = x.shape[0]
+    rate = rng.uniform(0.0, config.outlier_max_fraction, batch_size) * (rng.random(batch_size) < config.outlier_prob)
+    low, high = np.log(config.outlier_scale_range)
+    scale = np.exp(rng.uniform(low, high, batch_size))
+    rate_t, scale_t = (torch.as_tensor(v, dtype=torch.float32, device=x.device) for v in (rate, scale))
+    moved = (torch.rand(x.shape, generator=gen, device=x.device) < rate_t[:, None, None]) & used[:, None, :]
+    sign = torch.randint(0, 2, x.shape, generator=gen, device=x.device).to(x.dtype) * 2 - 1
+    shift = sign * scale_t[:, None, None] * x.std(dim=1, keepdim=True)  # (B, R, F)
+    return torch.where(moved, x + shift, x)
+
+
 def finish_features(
     x: torch.Tensor, n_train: int, n_features: torch.Tensor, config: PriorConfig,
     rng: np.random.Generator, gen: torch.Generator,
 ) -> torch.Tensor:
-    """Raw features to model input: scale, maybe categoricals, maybe missing values, then
+    """Raw features to model input: scale, maybe outlying cells, categoricals and missing values, then
     normalise with the train rows' statistics, rescale by ``f_max / n_features`` and zero the
     padding."""
     # x: (B, R, f_max) finite, n_features: (B,) -> (B, R, f_max)
     used = torch.arange(config.f_max, device=x.device)[None] < n_features[:, None]  # (B, F)
     # z-scores do not depend on a column's scale; bringing |x| <= 1 keeps float32 squares finite
     x = x / x.abs().amax(dim=1, keepdim=True).clamp(min=torch.finfo(x.dtype).tiny)
+    if config.outlier_prob > 0:
+        x = _move_outliers(x, used, config, rng, gen)
     if rng.random() < config.categorical_batch_prob:
         x = categorize_(x, used, config, rng, gen)
     if config.nan_prob > 0:

@@ -39,7 +39,7 @@ def sample_batch(
 
     n_classes = 2 if rng.random() < config.p_binary else int(rng.integers(2, config.max_classes + 1))
     n_train = int(rng.integers(*split_bounds(config), endpoint=True))
-    n_features_np = rng.integers(1, config.f_max + 1, size=batch_size)
+    n_features_np = feature_counts(config, batch_size, rng)
     x, y_cont = _raw_datasets(config, n_features_np, device, rng, gen)
 
     n_features = torch.as_tensor(n_features_np, dtype=torch.int64, device=device)
@@ -56,6 +56,14 @@ def sample_batch(
     y = assign_classes(y_cont, n_classes, gen)
     loss_mask = classes_seen_in_train(y, n_train, n_classes) & finite
     return PriorBatch(x=x, y=y, n_train=n_train, n_classes=n_classes, n_features=n_features, loss_mask=loss_mask)
+
+
+def feature_counts(config: PriorConfig, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    """How many features each dataset uses, in {1..f_max} (``config.feature_counts``)."""
+    if config.feature_counts == "uniform":
+        return rng.integers(1, config.f_max + 1, size=batch_size)
+    drawn = np.floor(np.exp(rng.uniform(0.0, np.log(config.f_max + 1), size=batch_size)))
+    return np.clip(drawn, 1, config.f_max).astype(np.int64)
 
 
 def _raw_datasets(

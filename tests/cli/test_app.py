@@ -10,7 +10,7 @@ import sys
 from typer.testing import CliRunner
 
 from equibench import __version__
-from equibench.cli import SCHEDULE_NAMES, SIZE_NAMES, app
+from equibench.cli import FEATURE_COUNT_NAMES, SCHEDULE_NAMES, SIZE_NAMES, app
 from equibench.tasks.suites import BUILTIN_SUITES
 
 HEAVY = ("torch", "sklearn", "pandas", "numpy", "scipy", "matplotlib", "openml")
@@ -67,10 +67,12 @@ def test_help_and_listing_commands_import_no_heavy_module(tmp_path):
     assert ran.stdout.strip() == "[]"
 
 
-def test_cli_size_and_schedule_names_match_the_library():
+def test_cli_size_schedule_and_feature_count_names_match_the_library():
     from equibench.model import SIZES
+    from equibench.prior.config import FEATURE_COUNTS
 
     from equibench.pretrain import SCHEDULES
 
     assert tuple(SIZES) == SIZE_NAMES
     assert SCHEDULES == SCHEDULE_NAMES
+    assert FEATURE_COUNTS == FEATURE_COUNT_NAMES

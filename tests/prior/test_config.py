@@ -42,6 +42,10 @@ def test_config_to_dict_roundtrip_and_json():
     (dict(categorical_max_levels=1), "categorical_max_levels"),
     (dict(dropout_scale=1.0), "dropout_scale"),
     (dict(nan_max_fraction=0.0), "nan_max_fraction"),
+    (dict(outlier_prob=1.5), "outlier_prob"),
+    (dict(feature_counts="normal"), "feature_counts"),
+    (dict(outlier_max_fraction=0.0), "outlier_max_fraction"),
+    (dict(outlier_scale_range=(10.0, 2.0)), "outlier_scale_range"),
 ])
 def test_config_validation(changes, match):
     with pytest.raises(ValueError, match=match):

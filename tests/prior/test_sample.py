@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 import torch
 
 from equibench.prior import PriorBatch, PriorConfig, sample_batch
+from equibench.prior.sample import feature_counts
 
 SMALL = PriorConfig(rows=96)  # the draw fixture's default
 
@@ -52,6 +55,16 @@ def test_feature_count_distribution_covers_one_to_f_max(draw):
     assert abs(float(batch.n_features.float().mean()) - 50.5) < 2.5
 
 
+def test_log_uniform_feature_counts_give_small_tables_half_the_datasets():
+    config = PriorConfig(rows=12, feature_counts="log-uniform")
+    counts = feature_counts(config, 20_000, np.random.default_rng(0))
+    assert counts.min() == 1 and counts.max() <= config.f_max and counts.dtype == np.int64
+    assert abs(float((counts <= 9).mean()) - np.log(10) / np.log(101)) < 0.015  # 1-9 as often as 10-100
+    assert abs(float((counts == 1).mean()) - np.log(2) / np.log(101)) < 0.01
+    uniform = feature_counts(PriorConfig(rows=12), 5, np.random.default_rng(1))
+    assert np.array_equal(uniform, np.random.default_rng(1).integers(1, 101, size=5))  # the v1 draw, unchanged
+
+
 def test_same_seed_same_batch_and_different_seed_different_batch(draw):
     first, second, other = draw(seed=7), draw(seed=7), draw(seed=8)
     for a, b in zip(first, second):
@@ -64,7 +77,7 @@ def test_same_seed_same_batch_and_different_seed_different_batch(draw):
 
 @pytest.mark.parametrize("changes", [dict(gp_fraction=1.0), dict(causal_prob=1.0), dict(causal_prob=0.0),
                                      dict(activations=("relu",)), dict(blockwise_dropout_prob=1.0),
-                                     dict(tree_fraction=1.0)])
+                                     dict(tree_fraction=1.0), dict(outlier_prob=1.0)])
 def test_each_prior_component_alone(changes, draw):
     config = PriorConfig(rows=64, **changes)
     for seed in range(3):

@@ -1,0 +1,148 @@
+"""Prior variants as short branches of the shipped EquiTabPFN: every branch continues the same
+checkpoint for the same steps with the same optimiser and seed, only the prior differs
+(docs/PRETRAINING.md, "Branches of the shipped checkpoint").
+
+    python benchmarks/branch_study.py run control outliers --openml-cache ../shared/data/openml-cache
+    python benchmarks/branch_study.py table
+
+``run`` trains each named branch with ``equibench pretrain --init-from`` (``BASE`` + its
+``BRANCHES`` options; one thread each, several names run one after the other; an unfinished
+branch resumes from ``--runs``), then scores it; ``start`` scores the checkpoint the branches
+start from. Scores (stored as ``--out``/NAME.json, committed; a scored name is skipped):
+
+* the recipe study's scale (benchmarks/recipe_study.py ``score``): held-out v1-prior loss and
+  accuracy (512 rows), the bundled datasets 5-fold with one member, the study tasks fold 0;
+* held-out loss and accuracy on the same prior with outlying cells in every dataset
+  (``outlier_prob`` 1), to see whether a branch learned to discount them;
+* the bundled datasets 5-fold at the classifier's default settings (as the quality bar).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+from recipe_study import STUDY_TASKS, STUDY_TASKS_MANY_CLASSES, score
+
+from equibench.tables import markdown_table
+
+#: The continued-pretraining settings every branch shares (those of the cool-down branch of
+#: 2026-11-25 with the cosine schedule, which alone changed nothing).
+BASE = [
+    "--arch", "equitabpfn", "--size", "small", "--pre-ln", "--schedule", "cosine", "--lr", "3e-4",
+    "--warmup-steps", "20", "--steps", "300", "--batch-size", "8", "--rows", "1024", "--nan-prob", "0.3",
+    "--tree-fraction", "0.3", "--seed", "1", "--device", "cpu", "--no-progress", "--checkpoint-every", "50",
+    "--validate-every", "300",
+]
+#: name -> the prior options of the branch.
+BRANCHES: dict[str, list[str]] = {
+    "control": [],
+    # measurement errors: half the datasets have up to 5% of their cells moved by 2-10 s.d.
+    "outliers": ["--outlier-prob", "0.5"],
+    # more small tables: as many datasets with 1-9 features as with 10-100
+    "log-features": ["--feature-counts", "log-uniform"],
+}
+BUNDLED = ("iris", "wine", "breast_cancer", "digits")
+
+
+def _pretrain_command(name: str, start: Path, runs: Path) -> list[str]:
+    out = runs / name
+    command = ["equibench", "pretrain", *BASE, *BRANCHES[name], "--init-from", str(start), "--out", str(out)]
+    return command + (["--resume"] if (out / "train_state.pt").exists() else [])
+
+
+def _scores(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
+    from equibench.model import load_checkpoint
+    from equibench.prior import PriorConfig
+
+    from equibench import EquiTabPFNClassifier
+    from equibench.pretrain import bundled_accuracy, prior_metrics, validation_prior_batches
+
+    result = score(checkpoint, openml_cache)
+    model, _ = load_checkpoint(checkpoint)
+    model.eval()
+    outliers = prior_metrics(model, validation_prior_batches(PriorConfig(rows=512, outlier_prob=1.0), 8, 8, "cpu"))
+    result.update({f"outlier_{key}": value for key, value in outliers.items()})
+    members = EquiTabPFNClassifier().get_params()["n_estimators"]  # the classifier's default
+    result.update({f"default_{key}": value for key, value in bundled_accuracy(model, n_estimators=members).items()})
+    return result
+
+
+def run(name: str, start: Path, out: Path, runs: Path, openml_cache: Path | None) -> None:
+    target = out / f"{name}.json"
+    if target.exists():
+        print(f"{name}: done already", flush=True)
+        return
+    if name == "start":
+        command, checkpoint = "reference: the start checkpoint", start
+    else:
+        pretrain = _pretrain_command(name, start, runs)
+        subprocess.run(pretrain, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        command, checkpoint = shlex.join(pretrain), runs / name / "model.pt"
+    from equibench.model import read_card
+
+    card = read_card(checkpoint)
+    result = {"name": name, "command": command, "start": str(start), "start_steps": read_card(start).steps,
+              "steps": card.steps,
+              **_scores(checkpoint, openml_cache)}
+    out.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{name}: {json.dumps(result)}", flush=True)
+
+
+def table(out: Path) -> str:
+    """The scored branches as a Markdown table (accuracies in %)."""
+    frame = pd.DataFrame([json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]).set_index("name")
+    few = [f"task_{t}" for t in STUDY_TASKS if f"task_{t}" in frame]
+    many = [f"task_{t}" for t in STUDY_TASKS_MANY_CLASSES if f"task_{t}" in frame]
+    summary = pd.DataFrame({
+        "branch": frame.index,
+        "prior loss": frame["prior_loss"].round(4), "outlier-prior loss": frame["outlier_prior_loss"].round(4),
+        **{f"{n} (1 member)": (100 * frame[f"{n}_accuracy"]).round(1) for n in BUNDLED},
+        **{f"{n} (defaults)": (100 * frame[f"default_{n}_accuracy"]).round(1) for n in BUNDLED},
+    })
+    if few:
+        summary["OpenML <=10 mean"] = (100 * frame[few].mean(axis=1)).round(1)
+    if many:
+        summary["OpenML >10 mean"] = (100 * frame[many].mean(axis=1)).round(1)
+    return markdown_table(summary)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_parser = sub.add_parser("run")
+    run_parser.add_argument("names", nargs="+", choices=["start", *BRANCHES])
+    run_parser.add_argument("--start", type=Path, default=Path("model/equitabpfn-small.pt"),
+                            help="checkpoint every branch starts from")
+    run_parser.add_argument("--out", type=Path, default=Path("results/branch-study"))
+    run_parser.add_argument("--runs", type=Path, default=Path("runs/branch-study"))
+    run_parser.add_argument("--openml-cache", type=Path)
+    table_parser = sub.add_parser("table")
+    table_parser.add_argument("--out", type=Path, default=Path("results/branch-study"))
+    args = parser.parse_args()
+    if args.command == "table":
+        print(table(args.out), end="")
+        return
+    torch.set_num_threads(1)
+    cache = None
+    if args.openml_cache:
+        from equibench.tasks.openml import working_cache
+
+        cache = working_cache(args.openml_cache, args.runs / "openml-cache")
+    for name in args.names:
+        started = time.perf_counter()
+        run(name, args.start, args.out, args.runs, cache)
+        print(f"{name}: {time.perf_counter() - started:.0f} s wall", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
