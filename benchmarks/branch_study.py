@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from recipe_study import STUDY_TASKS, STUDY_TASKS_MANY_CLASSES, score
+from recipe_study import openml_means, score
 
 from equibench.tables import markdown_table
 
@@ -101,19 +101,13 @@ def run(name: str, start: Path, out: Path, runs: Path, openml_cache: Path | None
 def table(out: Path) -> str:
     """The scored branches as a Markdown table (accuracies in %)."""
     frame = pd.DataFrame([json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]).set_index("name")
-    few = [f"task_{t}" for t in STUDY_TASKS if f"task_{t}" in frame]
-    many = [f"task_{t}" for t in STUDY_TASKS_MANY_CLASSES if f"task_{t}" in frame]
     summary = pd.DataFrame({
         "branch": frame.index,
         "prior loss": frame["prior_loss"].round(4), "outlier-prior loss": frame["outlier_prior_loss"].round(4),
         **{f"{n} (1 member)": (100 * frame[f"{n}_accuracy"]).round(1) for n in BUNDLED},
         **{f"{n} (defaults)": (100 * frame[f"default_{n}_accuracy"]).round(1) for n in BUNDLED},
     })
-    if few:
-        summary["OpenML <=10 mean"] = (100 * frame[few].mean(axis=1)).round(1)
-    if many:
-        summary["OpenML >10 mean"] = (100 * frame[many].mean(axis=1)).round(1)
-    return markdown_table(summary)
+    return markdown_table(summary.assign(**openml_means(frame)))
 
 
 def main() -> None:

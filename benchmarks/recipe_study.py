@@ -276,18 +276,23 @@ def table(out: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*/score.json"))]
     failed = {row["name"]: row["failed"] for row in rows if "failed" in row}
     frame = pd.DataFrame([row for row in rows if "failed" not in row]).set_index("name")
-    few = [f"task_{t}" for t in STUDY_TASKS if f"task_{t}" in frame]
-    many = [f"task_{t}" for t in STUDY_TASKS_MANY_CLASSES if f"task_{t}" in frame]
     summary = pd.DataFrame({
         "steps": frame["steps"], "datasets": frame["datasets"], "CPU min": frame["cpu_minutes"].round(1),
         "prior loss": frame["prior_loss"].round(3), "prior acc.": (100 * frame["prior_accuracy"]).round(1),
         **{name: (100 * frame[f"{name}_accuracy"]).round(1) for name in ("iris", "wine", "breast_cancer", "digits")},
     })
-    if few:
-        summary["OpenML <=10 mean"] = (100 * frame[few].mean(axis=1)).round(1)
-    if many:
-        summary["OpenML >10 mean"] = (100 * frame[many].mean(axis=1)).round(1)
-    return summary, failed
+    return summary.assign(**openml_means(frame)), failed
+
+
+def openml_means(frame: pd.DataFrame) -> dict[str, pd.Series]:
+    """The mean accuracies (%) over the study tasks scored in ``frame`` (``task_<id>`` columns),
+    with at most 10 and with more classes."""
+    means = {}
+    for label, tasks in (("OpenML <=10 mean", STUDY_TASKS), ("OpenML >10 mean", STUDY_TASKS_MANY_CLASSES)):
+        columns = [f"task_{t}" for t in tasks if f"task_{t}" in frame]
+        if columns:
+            means[label] = (100 * frame[columns].mean(axis=1)).round(1)
+    return means
 
 
 def main() -> None:
