@@ -1,14 +1,16 @@
-"""Prior variants as short branches of the shipped EquiTabPFN: every branch continues the same
+"""Prior variants as short branches of a shipped checkpoint: every branch continues the same
 checkpoint for the same steps with the same optimiser and seed, only the prior differs
-(docs/PRETRAINING.md, "Branches of the shipped checkpoint").
+(docs/PRETRAINING.md, "Prior variants as branches of the shipped checkpoint").
 
-    python benchmarks/branch_study.py run control outliers --openml-cache ../shared/data/openml-cache
+    python benchmarks/branch_study.py run start control outliers --openml-cache ../shared/data/openml-cache
+    python benchmarks/branch_study.py run start control log-features --arch tabpfn-star --openml-cache ...
     python benchmarks/branch_study.py table
 
-``run`` trains each named branch with ``equibench pretrain --init-from`` (``BASE`` + its
-``BRANCHES`` options; one thread each, several names run one after the other; an unfinished
-branch resumes from ``--runs``), then scores it; ``start`` scores the checkpoint the branches
-start from. Scores (stored as ``--out``/NAME.json, committed; a scored name is skipped):
+``run`` trains each named branch of ``--arch``'s shipped checkpoint (or ``--start``) with
+``equibench pretrain --init-from`` (``BASE`` + its ``BRANCHES`` options; one thread each,
+several names run one after the other; an unfinished branch resumes from ``--runs``), then
+scores it; ``start`` scores the checkpoint the branches start from. Scores (stored as
+``--out``/ARCH/NAME.json, committed; a scored name is skipped):
 
 * the recipe study's scale (benchmarks/recipe_study.py ``score``): held-out v1-prior loss and
   accuracy (512 rows), the bundled datasets 5-fold with one member, the study tasks fold 0;
@@ -37,7 +39,7 @@ from equibench.tables import markdown_table
 #: The continued-pretraining settings every branch shares (those of the cool-down branch of
 #: 2026-11-25 with the cosine schedule, which alone changed nothing).
 BASE = [
-    "--arch", "equitabpfn", "--size", "small", "--pre-ln", "--schedule", "cosine", "--lr", "3e-4",
+    "--size", "small", "--pre-ln", "--schedule", "cosine", "--lr", "3e-4",
     "--warmup-steps", "20", "--steps", "300", "--batch-size", "8", "--rows", "1024", "--nan-prob", "0.3",
     "--tree-fraction", "0.3", "--seed", "1", "--device", "cpu", "--no-progress", "--checkpoint-every", "50",
     "--validate-every", "300",
@@ -51,11 +53,14 @@ BRANCHES: dict[str, list[str]] = {
     "log-features": ["--feature-counts", "log-uniform"],
 }
 BUNDLED = ("iris", "wine", "breast_cancer", "digits")
+ARCHS = ("equitabpfn", "tabpfn-star")
+_LABELS = {"equitabpfn": "EquiTabPFN", "tabpfn-star": "TabPFN*"}
 
 
-def _pretrain_command(name: str, start: Path, runs: Path) -> list[str]:
-    out = runs / name
-    command = ["equibench", "pretrain", *BASE, *BRANCHES[name], "--init-from", str(start), "--out", str(out)]
+def _pretrain_command(name: str, arch: str, start: Path, runs: Path) -> list[str]:
+    out = runs / arch / name
+    command = ["equibench", "pretrain", "--arch", arch, *BASE, *BRANCHES[name], "--init-from", str(start),
+               "--out", str(out)]
     return command + (["--resume"] if (out / "train_state.pt").exists() else [])
 
 
@@ -63,7 +68,7 @@ def _scores(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
     from equibench.model import load_checkpoint
     from equibench.prior import PriorConfig
 
-    from equibench import EquiTabPFNClassifier
+    from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
     from equibench.pretrain import bundled_accuracy, prior_metrics, validation_prior_batches
 
     result = score(checkpoint, openml_cache)
@@ -71,38 +76,40 @@ def _scores(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
     model.eval()
     outliers = prior_metrics(model, validation_prior_batches(PriorConfig(rows=512, outlier_prob=1.0), 8, 8, "cpu"))
     result.update({f"outlier_{key}": value for key, value in outliers.items()})
-    members = EquiTabPFNClassifier().get_params()["n_estimators"]  # the classifier's default
+    classifier = EquiTabPFNClassifier if model.arch == "equitabpfn" else TabPFNStarClassifier
+    members = classifier().get_params()["n_estimators"]  # the classifier's default
     result.update({f"default_{key}": value for key, value in bundled_accuracy(model, n_estimators=members).items()})
     return result
 
 
-def run(name: str, start: Path, out: Path, runs: Path, openml_cache: Path | None) -> None:
-    target = out / f"{name}.json"
+def run(name: str, arch: str, start: Path, out: Path, runs: Path, openml_cache: Path | None) -> None:
+    target = out / arch / f"{name}.json"
     if target.exists():
-        print(f"{name}: done already", flush=True)
+        print(f"{arch} {name}: done already", flush=True)
         return
     if name == "start":
         command, checkpoint = "reference: the start checkpoint", start
     else:
-        pretrain = _pretrain_command(name, start, runs)
+        pretrain = _pretrain_command(name, arch, start, runs)
         subprocess.run(pretrain, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        command, checkpoint = shlex.join(pretrain), runs / name / "model.pt"
+        command, checkpoint = shlex.join(pretrain), runs / arch / name / "model.pt"
     from equibench.model import read_card
 
     card = read_card(checkpoint)
     result = {"name": name, "command": command, "start": str(start), "start_steps": read_card(start).steps,
               "steps": card.steps,
               **_scores(checkpoint, openml_cache)}
-    out.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{name}: {json.dumps(result)}", flush=True)
+    print(f"{arch} {name}: {json.dumps(result)}", flush=True)
 
 
 def table(out: Path) -> str:
     """The scored branches as a Markdown table (accuracies in %)."""
-    frame = pd.DataFrame([json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]).set_index("name")
+    paths = sorted(out.glob("*/*.json"), key=lambda p: (ARCHS.index(p.parent.name), p.stem != "start", p.stem))
+    frame = pd.DataFrame([{"model": _LABELS[p.parent.name], **json.loads(p.read_text())} for p in paths])
     summary = pd.DataFrame({
-        "branch": frame.index,
+        "model": frame["model"], "branch": frame["name"],
         "prior loss": frame["prior_loss"].round(4), "outlier-prior loss": frame["outlier_prior_loss"].round(4),
         **{f"{n} (1 member)": (100 * frame[f"{n}_accuracy"]).round(1) for n in BUNDLED},
         **{f"{n} (defaults)": (100 * frame[f"default_{n}_accuracy"]).round(1) for n in BUNDLED},
@@ -115,8 +122,9 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     run_parser = sub.add_parser("run")
     run_parser.add_argument("names", nargs="+", choices=["start", *BRANCHES])
-    run_parser.add_argument("--start", type=Path, default=Path("model/equitabpfn-small.pt"),
-                            help="checkpoint every branch starts from")
+    run_parser.add_argument("--arch", choices=ARCHS, default="equitabpfn")
+    run_parser.add_argument("--start", type=Path, help="checkpoint every branch starts from "
+                            "(default: the architecture's shipped one, model/ARCH-small.pt)")
     run_parser.add_argument("--out", type=Path, default=Path("results/branch-study"))
     run_parser.add_argument("--runs", type=Path, default=Path("runs/branch-study"))
     run_parser.add_argument("--openml-cache", type=Path)
@@ -134,7 +142,7 @@ def main() -> None:
         cache = working_cache(args.openml_cache, args.runs / "openml-cache")
     for name in args.names:
         started = time.perf_counter()
-        run(name, args.start, args.out, args.runs, cache)
+        run(name, args.arch, args.start or Path(f"model/{args.arch}-small.pt"), args.out, args.runs, cache)
         print(f"{name}: {time.perf_counter() - started:.0f} s wall", file=sys.stderr, flush=True)
 
 
