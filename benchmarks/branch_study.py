@@ -10,7 +10,7 @@ checkpoint for the same steps with the same optimiser and seed, only the prior d
 ``equibench pretrain --init-from`` (``BASE`` + its ``BRANCHES`` options; one thread each,
 several names run one after the other; an unfinished branch resumes from ``--runs``), then
 scores it; ``start`` scores the checkpoint the branches start from. Scores (stored as
-``--out``/ARCH/NAME.json, committed; a scored name is skipped):
+``--out``/ARCH/NAME.json, or NAME-seedN with ``--seed N``; committed; a scored name is skipped):
 
 * the recipe study's scale (benchmarks/recipe_study.py ``score``): held-out v1-prior loss and
   accuracy (512 rows), the bundled datasets 5-fold with one member, the study tasks fold 0;
@@ -41,7 +41,7 @@ from equibench.tables import markdown_table
 BASE = [
     "--size", "small", "--pre-ln", "--schedule", "cosine", "--lr", "3e-4",
     "--warmup-steps", "20", "--steps", "300", "--batch-size", "8", "--rows", "1024", "--nan-prob", "0.3",
-    "--tree-fraction", "0.3", "--seed", "1", "--device", "cpu", "--no-progress", "--checkpoint-every", "50",
+    "--tree-fraction", "0.3", "--device", "cpu", "--no-progress", "--checkpoint-every", "50",
     "--validate-every", "300",
 ]
 #: name -> the prior options of the branch.
@@ -57,10 +57,15 @@ ARCHS = ("equitabpfn", "tabpfn-star")
 _LABELS = {"equitabpfn": "EquiTabPFN", "tabpfn-star": "TabPFN*"}
 
 
-def _pretrain_command(name: str, arch: str, start: Path, runs: Path) -> list[str]:
-    out = runs / arch / name
-    command = ["equibench", "pretrain", "--arch", arch, *BASE, *BRANCHES[name], "--init-from", str(start),
-               "--out", str(out)]
+def label(name: str, seed: int) -> str:
+    """The branch's name in results and runs: ``NAME``, or ``NAME-seedN`` for a seed other than 1."""
+    return name if seed == 1 or name == "start" else f"{name}-seed{seed}"
+
+
+def _pretrain_command(name: str, arch: str, start: Path, runs: Path, seed: int = 1) -> list[str]:
+    out = runs / arch / label(name, seed)
+    command = ["equibench", "pretrain", "--arch", arch, *BASE, "--seed", str(seed), *BRANCHES[name],
+               "--init-from", str(start), "--out", str(out)]
     return command + (["--resume"] if (out / "train_state.pt").exists() else [])
 
 
@@ -82,21 +87,21 @@ def _scores(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
     return result
 
 
-def run(name: str, arch: str, start: Path, out: Path, runs: Path, openml_cache: Path | None) -> None:
-    target = out / arch / f"{name}.json"
+def run(name: str, arch: str, seed: int, start: Path, out: Path, runs: Path, openml_cache: Path | None) -> None:
+    target = out / arch / f"{label(name, seed)}.json"
     if target.exists():
-        print(f"{arch} {name}: done already", flush=True)
+        print(f"{arch} {label(name, seed)}: done already", flush=True)
         return
     if name == "start":
         command, checkpoint = "reference: the start checkpoint", start
     else:
-        pretrain = _pretrain_command(name, arch, start, runs)
+        pretrain = _pretrain_command(name, arch, start, runs, seed)
         subprocess.run(pretrain, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        command, checkpoint = shlex.join(pretrain), runs / arch / name / "model.pt"
+        command, checkpoint = shlex.join(pretrain), runs / arch / label(name, seed) / "model.pt"
     from equibench.model import read_card
 
     card = read_card(checkpoint)
-    result = {"name": name, "command": command, "start": str(start), "start_steps": read_card(start).steps,
+    result = {"name": label(name, seed), "command": command, "start": str(start), "start_steps": read_card(start).steps,
               "steps": card.steps,
               **_scores(checkpoint, openml_cache)}
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +128,7 @@ def main() -> None:
     run_parser = sub.add_parser("run")
     run_parser.add_argument("names", nargs="+", choices=["start", *BRANCHES])
     run_parser.add_argument("--arch", choices=ARCHS, default="equitabpfn")
+    run_parser.add_argument("--seed", type=int, default=1, help="the branches' seed (results: NAME-seedN unless 1)")
     run_parser.add_argument("--start", type=Path, help="checkpoint every branch starts from "
                             "(default: the architecture's shipped one, model/ARCH-small.pt)")
     run_parser.add_argument("--out", type=Path, default=Path("results/branch-study"))
@@ -142,7 +148,7 @@ def main() -> None:
         cache = working_cache(args.openml_cache, args.runs / "openml-cache")
     for name in args.names:
         started = time.perf_counter()
-        run(name, args.arch, args.start or Path(f"model/{args.arch}-small.pt"), args.out, args.runs, cache)
+        run(name, args.arch, args.seed, args.start or Path(f"model/{args.arch}-small.pt"), args.out, args.runs, cache)
         print(f"{name}: {time.perf_counter() - started:.0f} s wall", file=sys.stderr, flush=True)
 
 

@@ -21,6 +21,9 @@ def test_a_branch_differs_from_the_control_only_by_its_prior_options(benchmark_m
     (tmp_path / "runs" / "equitabpfn" / "control").mkdir(parents=True)
     (tmp_path / "runs" / "equitabpfn" / "control" / "train_state.pt").write_bytes(b"")
     assert study._pretrain_command("control", "tabpfn-star", start, tmp_path / "runs")[2:4] == ["--arch", "tabpfn-star"]
+    seed2 = study._pretrain_command("control", "equitabpfn", start, tmp_path / "runs", seed=2)
+    assert seed2[seed2.index("--seed") + 1] == "2" and seed2[-1] == str(tmp_path / "runs" / "equitabpfn" / "control-seed2")
+    assert control[control.index("--seed") + 1] == "1"
     assert study._pretrain_command("control", "equitabpfn", start, tmp_path / "runs")[-1] == "--resume"  # an unfinished branch resumes
 
 
