@@ -116,7 +116,8 @@ def describe_run(config: TrainConfig, prior: PriorConfig, world_size: int) -> di
 _DEFAULTS = {
     "train": {"adam_beta2": 0.999, "schedule": "cosine", "decay_fraction": 0.2, "rows_curriculum": ()},
     "model": {"norm_first": False, "qk_norm": False},
-    "prior": {"feature_counts": "uniform", "outlier_prob": 0.0, "outlier_max_fraction": 0.05, "outlier_scale_range": [2.0, 10.0]},
+    "prior": {"feature_counts": "uniform", "outlier_prob": 0.0, "outlier_max_fraction": 0.05,
+              "outlier_scale_range": [2.0, 10.0]},
 }
 #: Settings that do not change the training trajectory and may differ on resume.
 _FREE_ON_RESUME = {"device", "checkpoint_every", "validate_every", "validation_batches", "bundled_validation"}

@@ -11,7 +11,9 @@ add tree-based SCMs for this).
 The continuous target is cut into K classes at K-1 distinct random ranks (every class gets
 rows) and the class ids are randomly permuted (:mod:`.classes`). With probability
 ``categorical_batch_prob`` a batch turns a random share of each dataset's features into
-categoricals; optionally values go missing completely at random. Features are then
+categoricals; optionally values go missing completely at random, and (``outlier_prob``) a
+share of the datasets gets outlying cells after its target was drawn. A dataset uses 1..f_max
+features, drawn uniformly (v1) or log-uniformly (``feature_counts``). Features are then
 normalised with the train rows' statistics (``equibench.normalize``), rescaled by
 ``f_max / n_features`` and zero padded to ``f_max`` (:mod:`.features`).
 

@@ -22,7 +22,8 @@ class PriorConfig:
     Per batch: K = 2 with probability ``p_binary``, else uniform in {2..max_classes}; the
     split point is uniform in [ceil(min_train_fraction * rows), floor(max_train_fraction * rows)].
     Per dataset: features used uniform in {1..f_max}, or with ``feature_counts="log-uniform"``
-    ``floor(exp(U(0, ln(f_max + 1))))`` (as many datasets with 1-9 features as with 10-99). ``*_range`` fields are ``(low, high)`` log-uniform ranges. Layer count, hidden width and
+    ``floor(exp(U(0, ln(f_max + 1))))`` (as many datasets with 1-9 features as with 10-100).
+    ``*_range`` fields are ``(low, high)`` log-uniform ranges. Layer count, hidden width and
     cause count follow TabPFN's "meta gamma": ``min + round(Gamma(a, mean / a))`` with
     ``a = exp(U(0, ln max_alpha))`` and ``mean ~ U(0, max_mean)``, clipped at the max.
     """
