@@ -88,25 +88,25 @@ def _scores(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
 
 
 def run(name: str, arch: str, seed: int, start: Path, out: Path, runs: Path, openml_cache: Path | None) -> None:
-    target = out / arch / f"{label(name, seed)}.json"
+    from equibench.atomic_files import atomic_write_text
+    from equibench.model import read_card
+
+    branch = label(name, seed)
+    target = out / arch / f"{branch}.json"
     if target.exists():
-        print(f"{arch} {label(name, seed)}: done already", flush=True)
+        print(f"{arch} {branch}: done already", flush=True)
         return
     if name == "start":
         command, checkpoint = "reference: the start checkpoint", start
     else:
         pretrain = _pretrain_command(name, arch, start, runs, seed)
         subprocess.run(pretrain, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        command, checkpoint = shlex.join(pretrain), runs / arch / label(name, seed) / "model.pt"
-    from equibench.model import read_card
-
-    card = read_card(checkpoint)
-    result = {"name": label(name, seed), "command": command, "start": str(start), "start_steps": read_card(start).steps,
-              "steps": card.steps,
-              **_scores(checkpoint, openml_cache)}
+        command, checkpoint = shlex.join(pretrain), runs / arch / branch / "model.pt"
+    result = {"name": branch, "command": command, "start": str(start), "start_steps": read_card(start).steps,
+              "steps": read_card(checkpoint).steps, **_scores(checkpoint, openml_cache)}
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{arch} {name}: {json.dumps(result)}", flush=True)
+    atomic_write_text(target, json.dumps(result, indent=2) + "\n")  # a kill leaves no half-written score
+    print(f"{arch} {branch}: {json.dumps(result)}", flush=True)
 
 
 def table(out: Path) -> str:
