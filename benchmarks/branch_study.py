@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 from recipe_study import openml_means, score
 
+from equibench.equivariance.experiment import ARCH_LABELS
 from equibench.tables import markdown_table
 
 #: The continued-pretraining settings every branch shares (those of the cool-down branch of
@@ -53,8 +54,7 @@ BRANCHES: dict[str, list[str]] = {
     "log-features": ["--feature-counts", "log-uniform"],
 }
 BUNDLED = ("iris", "wine", "breast_cancer", "digits")
-ARCHS = ("equitabpfn", "tabpfn-star")
-_LABELS = {"equitabpfn": "EquiTabPFN", "tabpfn-star": "TabPFN*"}
+ARCHS = tuple(ARCH_LABELS)
 
 
 def label(name: str, seed: int) -> str:
@@ -112,7 +112,7 @@ def run(name: str, arch: str, seed: int, start: Path, out: Path, runs: Path, ope
 def table(out: Path) -> str:
     """The scored branches as a Markdown table (accuracies in %)."""
     paths = sorted(out.glob("*/*.json"), key=lambda p: (ARCHS.index(p.parent.name), p.stem != "start", p.stem))
-    frame = pd.DataFrame([{"model": _LABELS[p.parent.name], **json.loads(p.read_text())} for p in paths])
+    frame = pd.DataFrame([{"model": ARCH_LABELS[p.parent.name], **json.loads(p.read_text())} for p in paths])
     summary = pd.DataFrame({
         "model": frame["model"], "branch": frame["name"],
         "prior loss": frame["prior_loss"].round(4), "outlier-prior loss": frame["outlier_prior_loss"].round(4),

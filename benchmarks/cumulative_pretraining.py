@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 from recipe_study import score
 
+from equibench.equivariance.experiment import ARCH_LABELS
 from equibench.tables import markdown_table
 
 #: The chosen recipe (docs/PRETRAINING.md, "Recipe study"): every ``equibench pretrain`` option
@@ -45,8 +46,7 @@ RECIPE = [
     "--device", "cpu", "--no-progress", "--checkpoint-every", "50",
     "--validate-every", "500", "--validation-batches", "8",
 ]
-ARCHS = ("equitabpfn", "tabpfn-star")
-_LABELS = {"equitabpfn": "EquiTabPFN", "tabpfn-star": "TabPFN*"}
+ARCHS = tuple(ARCH_LABELS)
 BUNDLED = ("iris", "wine", "breast_cancer", "digits")
 #: How far one slice may go at most; the time limit normally ends it first.
 _SLICE_STEPS = 100_000
@@ -104,7 +104,7 @@ def validation_table(root: Path) -> str:
         for line in log.read_text().splitlines():
             record = json.loads(line)
             if record.get("kind") == "validation":
-                rows.append({"step": record["step"], "model": _LABELS[arch],
+                rows.append({"step": record["step"], "model": ARCH_LABELS[arch],
                              "prior loss": f"{record['prior_loss']:.4f}",
                              "prior acc.": f"{100 * record['prior_accuracy']:.1f}",
                              **{name: f"{100 * record[f'{name}_accuracy']:.1f}" for name in BUNDLED}})
