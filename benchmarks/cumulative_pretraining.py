@@ -94,6 +94,12 @@ def score_run(root: Path, arch: str, openml_cache: Path | None) -> dict:
     return result
 
 
+def validation_records(log: Path) -> list[dict]:
+    """The validation records of a run's ``log.jsonl``, in order."""
+    records = (json.loads(line) for line in log.read_text().splitlines())
+    return [record for record in records if record.get("kind") == "validation"]
+
+
 def validation_table(root: Path) -> str:
     """Every validation of both runs (``log.jsonl``) as one Markdown table, by step."""
     rows = []
@@ -101,13 +107,11 @@ def validation_table(root: Path) -> str:
         log = run_dir(root, arch) / "log.jsonl"
         if not log.exists():
             continue
-        for line in log.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("kind") == "validation":
-                rows.append({"step": record["step"], "model": ARCH_LABELS[arch],
-                             "prior loss": f"{record['prior_loss']:.4f}",
-                             "prior acc.": f"{100 * record['prior_accuracy']:.1f}",
-                             **{name: f"{100 * record[f'{name}_accuracy']:.1f}" for name in BUNDLED}})
+        rows += [{"step": record["step"], "model": ARCH_LABELS[arch],
+                  "prior loss": f"{record['prior_loss']:.4f}",
+                  "prior acc.": f"{100 * record['prior_accuracy']:.1f}",
+                  **{name: f"{100 * record[f'{name}_accuracy']:.1f}" for name in BUNDLED}}
+                 for record in validation_records(log)]
     return markdown_table(pd.DataFrame(rows).sort_values(["step", "model"], kind="stable"))
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import schedulefree
 import torch
-from cumulative_pretraining import ARCHS, BUNDLED, RECIPE
+from cumulative_pretraining import ARCHS, BUNDLED, RECIPE, validation_records
 
 from equibench.equivariance.experiment import ARCH_LABELS
 from equibench.tables import markdown_table
@@ -88,8 +88,7 @@ def start_branch(folder: Path, name: str, arch: str, commit: str) -> dict:
 
 def validations(log: Path, after_step: int) -> list[dict]:
     """The validation records of ``log`` after ``after_step``."""
-    records = [json.loads(line) for line in log.read_text().splitlines()]
-    return [r for r in records if r.get("kind") == "validation" and r["step"] > after_step]
+    return [record for record in validation_records(log) if record["step"] > after_step]
 
 
 def run(name: str, arch: str, commit: str, until_step: int, runs: Path, out: Path) -> None:
