@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -43,7 +44,7 @@ RECIPE = [
     # curriculum of steps still to come: at 256 rows the model falls behind KNN as the context
     # grows, and 512 rows lifted digits (docs/PRETRAINING.md, "Cumulative run")
     "--rows-curriculum", "6001:512,7401:1024",
-    "--device", "cpu", "--no-progress", "--checkpoint-every", "50",
+    "--no-amp", "--no-progress",
     "--validate-every", "500", "--validation-batches", "8",
 ]
 ARCHS = tuple(ARCH_LABELS)
@@ -66,15 +67,19 @@ def steps_done(folder: Path) -> int:
     return int(torch.load(folder / "train_state.pt", map_location="cpu", weights_only=False)["step"])
 
 
-def continue_run(root: Path, arch: str, minutes: float | None, until_step: int | None) -> None:
-    """Run one slice: resume ``arch``'s run (or start it) until ``until_step`` or the time limit."""
+def continue_run(root: Path, arch: str, minutes: float | None, until_step: int | None, device: str = "cpu",
+                 prior_workers: int = 0, checkpoint_every: int = 50) -> None:
+    """Run one slice: resume ``arch``'s run (or start it) until ``until_step`` or the time limit,
+    on ``device`` (float32 on any device), the prior drawn by ``prior_workers`` CPU processes
+    (0: in the training process), checkpointed every ``checkpoint_every`` steps and at the end."""
     folder = run_dir(root, arch)
     done = steps_done(folder)
     target = until_step if until_step is not None else done + _SLICE_STEPS
     if target <= done:
         print(f"{arch}: already at step {done} (asked for {target}); nothing to do", flush=True)
         return
-    command = ["equibench", "pretrain", "--arch", arch, *RECIPE, "--out", str(folder), "--steps", str(target)]
+    command = [sys.executable, "-m", "equibench", "pretrain", "--arch", arch, *RECIPE, "--device", device,
+               "--prior-workers", str(prior_workers), "--checkpoint-every", str(checkpoint_every), "--out", str(folder), "--steps", str(target)]
     if minutes is not None:
         command += ["--time-limit", str(minutes)]
     if done:
@@ -123,6 +128,10 @@ def main() -> None:
     go.add_argument("--arch", choices=ARCHS, required=True)
     go.add_argument("--minutes", type=float, help="wall minutes of this slice (checkpointed when it ends)")
     go.add_argument("--until-step", type=int, help="stop at this step (default: only the time limit)")
+    go.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (a GPU machine's slice)")
+    go.add_argument("--prior-workers", type=int, default=0,
+                    help="CPU processes drawing the prior ahead of the steps (the same batches; for a GPU slice)")
+    go.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (and at the end)")
     rate = sub.add_parser("score", help="score the current weights (recipe study scale)")
     rate.add_argument("--arch", choices=ARCHS, required=True)
     rate.add_argument("--openml-cache", type=Path)
@@ -131,7 +140,8 @@ def main() -> None:
     sub.add_parser("validation", help="the validations of both runs as a Markdown table")
     args = parser.parse_args()
     if args.command == "continue":
-        continue_run(args.root, args.arch, args.minutes, args.until_step)
+        continue_run(args.root, args.arch, args.minutes, args.until_step, args.device, args.prior_workers,
+                     args.checkpoint_every)
     elif args.command == "score":
         cache = None
         if args.openml_cache:

@@ -97,7 +97,8 @@ def run(name: str, arch: str, commit: str, until_step: int, runs: Path, out: Pat
 
     folder = runs / arch / name
     start = start_branch(folder, name, arch, commit)
-    arguments = ["pretrain", "--arch", arch, *RECIPE, "--out", str(folder), "--steps", str(until_step), "--resume"]
+    arguments = ["pretrain", "--arch", arch, *RECIPE, "--checkpoint-every", "50", "--out", str(folder),
+                 "--steps", str(until_step), "--resume"]
     change_optimizer(*branch_change(name))
     app(args=arguments, standalone_mode=False)
     header = {**start, "until_step": until_step, "command": shlex.join(["equibench", *arguments])}

@@ -63,6 +63,7 @@ def pretrain(
     p_binary: Annotated[float, typer.Option(help="Share of prior batches with two classes.")] = 0.5,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (default: on for CUDA only).")] = None,
+    prior_workers: Annotated[int, typer.Option(help="Worker processes that draw the prior's batches on the CPU ahead of the steps (0: drawn in the training process, on --device). The batches equal a CPU run's.")] = 0,
     seed: Annotated[int, typer.Option(help="Seeds the model init and the prior stream.")] = 0,
     checkpoint_every: Annotated[int, typer.Option(help="Steps between atomic checkpoints.")] = 100,
     validate_every: Annotated[int, typer.Option(help="Steps between validations.")] = 200,
@@ -96,7 +97,7 @@ def pretrain(
         arch=_ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value), size=Size(size).value, steps=steps, batch_size=batch_size,
         grad_accumulation=grad_accumulation, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         grad_clip=grad_clip, adam_beta2=adam_beta2, schedule=Schedule(schedule).value,
-        decay_fraction=decay_fraction, rows_curriculum=curriculum, seed=seed, device=device, amp=amp, checkpoint_every=checkpoint_every, validate_every=validate_every,
+        decay_fraction=decay_fraction, rows_curriculum=curriculum, seed=seed, device=device, amp=amp, prior_workers=prior_workers, checkpoint_every=checkpoint_every, validate_every=validate_every,
         validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
         init_from=None if init_from is None else str(init_from),
     )

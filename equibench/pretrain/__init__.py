@@ -8,6 +8,7 @@ Modules, each with one job:
 * ``config``: :class:`TrainConfig`, the prior of each step, what a resume may change
 * ``loss``: the masked test-row cross-entropy of a prior batch
 * ``loop``: :func:`~equibench.pretrain.loop.train`, the step loop over a stream of prior batches
+* ``prefetch``: that stream drawn ahead by worker processes on the CPU
 * ``run``: :func:`pretrain`, one invocation of a run around that loop
 * ``run_dir``: the run folder (file names, log, saved state)
 * ``distributed``: torchrun's processes

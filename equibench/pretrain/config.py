@@ -35,6 +35,9 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"
     amp: bool | None = None  # None: bf16 autocast on CUDA, off on CPU
+    #: 0: the prior is drawn in the training process, on ``device``; N: by N worker processes
+    #: on the CPU, ahead of use (the stream a CPU run draws, at the pace of N cores)
+    prior_workers: int = 0
     checkpoint_every: int = 100
     validate_every: int = 200
     validation_batches: int = 8
@@ -57,6 +60,8 @@ class TrainConfig:
                 raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
         if self.warmup_steps < 0 or self.validation_batches < 0:
             raise InvalidInputError("warmup_steps and validation_batches must be >= 0")
+        if isinstance(self.prior_workers, bool) or not isinstance(self.prior_workers, int) or self.prior_workers < 0:
+            raise InvalidInputError(f"prior_workers must be a non-negative integer, got {self.prior_workers!r}")
         if not self.lr > 0 or not self.grad_clip > 0 or self.weight_decay < 0:
             raise InvalidInputError("lr and grad_clip must be > 0 and weight_decay >= 0")
         if not 0.0 < self.adam_beta2 < 1.0:
@@ -119,8 +124,10 @@ _DEFAULTS = {
     "prior": {"feature_counts": "uniform", "outlier_prob": 0.0, "outlier_max_fraction": 0.05,
               "outlier_scale_range": [2.0, 10.0]},
 }
-#: Settings that do not change the training trajectory and may differ on resume.
-_FREE_ON_RESUME = {"device", "checkpoint_every", "validate_every", "validation_batches", "bundled_validation"}
+#: Settings that do not change the recipe and may differ on resume: where and in which precision
+#: the steps run (device, amp, prior_workers) and what is written along the way.
+_FREE_ON_RESUME = {"device", "amp", "prior_workers", "checkpoint_every", "validate_every", "validation_batches",
+                   "bundled_validation"}
 
 
 def changed_settings(saved: dict, current: dict, config: TrainConfig, done_steps: int) -> list[str]:

@@ -19,6 +19,7 @@ from .config import TrainConfig, prior_at
 from .distributed import Distributed
 from .loss import batch_loss
 from .optim import current_lr
+from .prefetch import drawn_ahead
 
 
 @dataclass
@@ -33,11 +34,21 @@ class Counters:
 def prior_batches(prior: PriorConfig, config: TrainConfig, generator: torch.Generator, device,
                   first_step: int) -> Iterator[PriorBatch]:
     """The training stream from ``first_step`` on: ``config.grad_accumulation`` batches per
-    step, of that step's prior (rows curriculum), drawn from ``generator``."""
+    step, of that step's prior (rows curriculum), drawn from the CPU ``generator``: on
+    ``device`` in this process, or on the CPU by ``config.prior_workers`` worker processes
+    (:mod:`.prefetch`; close the iterator to stop them)."""
+    priors = batch_priors(prior, config, first_step)
+    if config.prior_workers:
+        return drawn_ahead(priors, config.batch_size, generator, device, config.prior_workers)
+    return (sample_batch(step_prior, config.batch_size, generator, device) for step_prior in priors)
+
+
+def batch_priors(prior: PriorConfig, config: TrainConfig, first_step: int) -> Iterator[PriorConfig]:
+    """The prior of each batch of the stream from ``first_step`` on."""
     for step in itertools.count(first_step):
         step_prior = prior_at(step, prior, config.rows_curriculum)
         for _ in range(config.grad_accumulation):
-            yield sample_batch(step_prior, config.batch_size, generator, device)
+            yield step_prior
 
 
 def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches: Iterator[PriorBatch],

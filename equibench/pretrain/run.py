@@ -10,7 +10,7 @@ import os
 import shlex
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from pathlib import Path
 from typing import NamedTuple
 
@@ -76,7 +76,8 @@ def pretrain(
     torch.manual_seed(config.seed)
     model = build_model(config.arch, size_config(config.size, **config.model_overrides)).to(ddp.device)
     optimizer, scheduler = build_optimizer(model, config, ddp.device)
-    generator = torch.Generator(device=ddp.device).manual_seed(config.seed * 1_000_003 + ddp.rank)
+    # the prior stream's seeds come from the CPU, so a run resumes on another device
+    generator = torch.Generator().manual_seed(config.seed * 1_000_003 + ddp.rank)
     lineage = None
     if config.init_from is not None:
         initial_weights, lineage = _initial_weights(config, model)
@@ -93,7 +94,7 @@ def pretrain(
         run_dir.start(out_dir, description, None if state is None else run.counters.step)
     autocast = torch.autocast(device_type=ddp.device.type, dtype=torch.bfloat16) if run.amp else nullcontext()
     batches = prior_batches(prior, config, generator, ddp.device, run.counters.step + 1)
-    with run.progress_bar(enabled=progress and ddp.is_main):
+    with run.progress_bar(enabled=progress and ddp.is_main), closing(batches):
         run.start()
         train(model, optimizer, scheduler, batches, config, run.counters, run.on_step, ddp, autocast)
     ddp.barrier()

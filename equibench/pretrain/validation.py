@@ -28,9 +28,10 @@ VALIDATION_PRIOR_SEED = 20_241_122
 
 
 def validation_prior_batches(config: PriorConfig, n_batches: int, batch_size: int, device) -> list[PriorBatch]:
-    """A fixed set of prior batches: the same for every run with this prior config."""
-    generator = torch.Generator(device=device).manual_seed(VALIDATION_PRIOR_SEED)
-    return [sample_batch(config, batch_size, generator, device) for _ in range(n_batches)]
+    """A fixed set of prior batches, drawn on the CPU: the same for every run with this prior
+    config, on any ``device``."""
+    generator = torch.Generator().manual_seed(VALIDATION_PRIOR_SEED)
+    return [sample_batch(config, batch_size, generator, "cpu").to(device) for _ in range(n_batches)]
 
 
 @torch.no_grad()

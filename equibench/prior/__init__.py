@@ -25,6 +25,6 @@ from __future__ import annotations
 
 from .config import PriorBatch, PriorConfig
 from .preview import preview_prior
-from .sample import sample_batch
+from .sample import draw_batch_seed, sample_batch, sample_batch_from_seed
 
-__all__ = ["PriorBatch", "PriorConfig", "preview_prior", "sample_batch"]
+__all__ = ["PriorBatch", "PriorConfig", "draw_batch_seed", "preview_prior", "sample_batch", "sample_batch_from_seed"]

@@ -111,6 +111,11 @@ class PriorBatch(NamedTuple):
     n_features: torch.Tensor  # (B,) int64 in [1, f_max]
     loss_mask: torch.Tensor  # (B,) bool; False: a test class is absent from train (or overflow)
 
+    def to(self, device: str | torch.device, non_blocking: bool = False) -> PriorBatch:
+        """The batch with its tensors on ``device``."""
+        return self._replace(**{name: getattr(self, name).to(device, non_blocking=non_blocking)
+                                for name in ("x", "y", "n_features", "loss_mask")})
+
 
 def split_bounds(config: PriorConfig) -> tuple[int, int]:
     """Smallest and largest train-row count (inclusive) the split point is drawn from."""

@@ -1,0 +1,60 @@
+"""The training stream drawn ahead by worker processes on the CPU (``TrainConfig.prior_workers``).
+
+A batch is a pure function of its prior and of the one seed it takes from the run's generator
+(:func:`~equibench.prior.sample.sample_batch_from_seed`), so workers can draw batches ahead of
+the training process: the stream equals the one :func:`~equibench.prior.sample_batch` draws on
+the CPU in the training process itself. The run's generator advances one draw per batch handed
+out, so a checkpoint saves the state of the batches used, not of those drawn ahead. A GPU run
+keeps its prior on the CPU this way, at the pace of several cores.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+
+import torch
+
+from ..prior import PriorBatch, PriorConfig, draw_batch_seed, sample_batch_from_seed
+
+#: Batches drawn ahead per worker.
+BATCHES_AHEAD_PER_WORKER = 2
+
+
+def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch.Generator, device,
+                workers: int) -> Iterator[PriorBatch]:
+    """For each prior of ``priors`` in turn, the batch ``sample_batch(prior, batch_size,
+    generator, "cpu")`` would give, drawn by ``workers`` processes and moved to ``device``.
+    ``generator`` must be a CPU generator; close the iterator to stop the workers."""
+    lookahead = torch.Generator()
+    lookahead.set_state(generator.get_state())
+    pending = collections.deque()  # (future of the batch's arrays), in stream order
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_thread)
+    try:
+        while True:
+            while len(pending) < BATCHES_AHEAD_PER_WORKER * workers:
+                pending.append(pool.submit(_batch_arrays, next(priors), batch_size, draw_batch_seed(lookahead)))
+            arrays = pending.popleft().result()
+            draw_batch_seed(generator)  # the run's generator: one draw per batch used
+            yield _batch_from_arrays(arrays).to(device)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _batch_arrays(prior: PriorConfig, batch_size: int, seed: int) -> tuple:
+    """A worker's batch as numpy arrays (plain pickles: no shared-memory handles between processes)."""
+    batch = sample_batch_from_seed(prior, batch_size, seed, "cpu")
+    return batch.x.numpy(), batch.y.numpy(), batch.n_train, batch.n_classes, batch.n_features.numpy(), \
+        batch.loss_mask.numpy()
+
+
+def _batch_from_arrays(arrays: tuple) -> PriorBatch:
+    x, y, n_train, n_classes, n_features, loss_mask = arrays
+    return PriorBatch(x=torch.from_numpy(x), y=torch.from_numpy(y), n_train=n_train, n_classes=n_classes,
+                      n_features=torch.from_numpy(n_features), loss_mask=torch.from_numpy(loss_mask))

@@ -1,0 +1,58 @@
+"""The prior stream drawn ahead by worker processes (``prior_workers``): the same batches and
+generator states as the stream drawn in the training process, and runs that switch between
+the two on resume."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from equibench.pretrain import pretrain
+from equibench.pretrain.loop import prior_batches
+from equibench.prior import draw_batch_seed, sample_batch, sample_batch_from_seed
+
+from .common import PRIOR, step_losses, tiny_config
+
+
+def _assert_same_batch(a, b) -> None:
+    assert (a.n_train, a.n_classes) == (b.n_train, b.n_classes)
+    for name in ("x", "y", "n_features", "loss_mask"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_a_batch_is_a_function_of_its_seed():
+    generator = torch.Generator().manual_seed(3)
+    seed = draw_batch_seed(torch.Generator().manual_seed(3))
+    _assert_same_batch(sample_batch(PRIOR, 4, generator, "cpu"), sample_batch_from_seed(PRIOR, 4, seed, "cpu"))
+
+
+def test_workers_draw_the_in_process_stream_and_advance_the_generator_per_batch_used():
+    config = tiny_config(grad_accumulation=2, rows_curriculum=((3, 48),))
+    in_process, ahead = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    expected = prior_batches(PRIOR, config, in_process, "cpu", first_step=2)
+    drawn = prior_batches(PRIOR, tiny_config(prior_workers=2, **{k: getattr(config, k) for k in
+                                                                 ("grad_accumulation", "rows_curriculum")}),
+                          ahead, "cpu", first_step=2)
+    try:
+        for _ in range(5):
+            batch = next(drawn)
+            _assert_same_batch(batch, next(expected))
+            # the workers ran ahead, but the run's generator stands where the batches used left it
+            assert torch.equal(ahead.get_state(), in_process.get_state())
+        assert batch.x.shape[1] == 48
+    finally:
+        drawn.close()
+
+
+def test_a_run_resumes_exactly_with_workers_and_a_changed_amp_setting(tmp_path):
+    """prior_workers and amp may change on resume (like device): on the CPU the steps stay exact."""
+    pretrain(tiny_config(), PRIOR, tmp_path / "straight", progress=False)
+    pretrain(tiny_config(), PRIOR, tmp_path / "switched", progress=False, time_limit_s=0)  # stops after step 1
+    pretrain(tiny_config(prior_workers=2, amp=False), PRIOR, tmp_path / "switched", resume=True, progress=False)
+    assert step_losses(tmp_path / "switched") == step_losses(tmp_path / "straight")
+
+
+@pytest.mark.parametrize("workers", [-1, 1.5, True])
+def test_prior_workers_must_be_a_non_negative_integer(workers):
+    with pytest.raises(ValueError, match="prior_workers must be a non-negative integer"):
+        tiny_config(prior_workers=workers)
