@@ -1,26 +1,33 @@
 """One slice of the cumulative run on a lent GPU machine, both architectures at once.
 
 The cumulative run (benchmarks/cumulative_pretraining.py) trains on CPU cores; when a session
-is lent a GPU for a few minutes, this script continues both architectures there, float32 as
-on the CPU, each with its prior drawn by CPU worker processes (``--prior-workers``: the same
+is lent a GPU for a few minutes, ``run`` continues both architectures there, float32 as on
+the CPU, each with its prior drawn by CPU worker processes (``--prior-workers``: the same
 batches a CPU slice draws, so the run stays one stream). Both runs first share the GPU for
 ``--minutes`` (TabPFN* may get fewer: on the CPU it catches up five times faster than
 EquiTabPFN); then the one behind continues alone toward the other's step, until the
 deadline, so that the two end on equal (or nearly equal) budgets. Last, it copies each run's
 files (training state, evaluation weights, config, gzipped log) to ``--out`` for the trip
-back to the repository:
+back. A check first scores iris with the shipped EquiTabPFN on the GPU, so a broken CUDA
+path shows in seconds rather than after the slice; any failure stops the script with a
+non-zero exit status, leaving the runs as they were.
 
-    python benchmarks/gpu_slice.py --minutes 5.8 --tabpfn-star-minutes 3.5 --deadline-minutes 8.6 --out $OUT
+The working tree that travels to the device machine is limited (64 MiB), and the runs' logs
+grow by every slice, so ``trim`` first moves each log aside (to ``runs/gpu-slice/``, ignored
+by git), leaving its last lines, and ``merge`` puts the slice's files in place afterwards
+with the whole log (the log moved aside, then the slice's new lines):
 
-A check first scores iris with the shipped EquiTabPFN on the GPU, so a broken CUDA path
-shows in seconds rather than after the slice; any failure stops the script with a non-zero
-exit status, leaving the committed runs as they were.
+    python benchmarks/gpu_slice.py trim                                   # here
+    python benchmarks/gpu_slice.py run --minutes 6 --tabpfn-star-minutes 3 \
+        --deadline-minutes 8.5 --out $OUT                                 # on the device
+    python benchmarks/gpu_slice.py merge /work/.device/N                  # here, with the files fetched
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -29,6 +36,8 @@ import time
 from pathlib import Path
 
 from cumulative_pretraining import ARCHS, run_dir, steps_done
+
+from equibench.atomic_files import atomic_write_text
 
 #: The step bound of the shared phase: far ahead, the time limit ends it.
 _FAR = 10**6
@@ -72,18 +81,37 @@ def pack(root: Path, out: Path) -> None:
             shutil.copyfileobj(log, packed)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, default=Path("results/pretraining"))
-    parser.add_argument("--out", type=Path, required=True, help="where the runs' files are copied at the end")
-    parser.add_argument("--minutes", type=float, required=True, help="both runs at once, this long")
-    parser.add_argument("--tabpfn-star-minutes", type=float, help="TabPFN*'s share of the shared phase (default: --minutes)")
-    parser.add_argument("--deadline-minutes", type=float, required=True,
-                        help="from the start of this script: the catch-up phase ends before it")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--prior-workers", type=int, default=max(1, (os.cpu_count() or 2) // 2 - 1),
-                        help="per run (default: half the cores, less one for the training process)")
-    args = parser.parse_args()
+def trim(root: Path, aside: Path, kept_lines: int = 100) -> None:
+    """Move each run's log to ``aside/<arch>/`` and leave only its last ``kept_lines`` lines."""
+    for arch in ARCHS:
+        log, moved = run_dir(root, arch) / "log.jsonl", aside / arch / "log.jsonl"
+        if moved.exists():
+            raise SystemExit(f"{moved} already holds a trimmed log: merge the slice (or move it back) first")
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(log, moved)
+        atomic_write_text(log, "".join(log.read_text().splitlines(keepends=True)[-kept_lines:]))
+    print(f"logs moved to {aside}/<arch>/log.jsonl; the runs keep their last {kept_lines} lines", flush=True)
+
+
+def merge(root: Path, aside: Path, fetched: Path) -> None:
+    """Put a slice's files (``pack``'s folder) in the runs: its state, weights and config, and
+    the whole log: the lines of the log ``trim`` moved aside up to the step the slice resumed
+    from (later ones were lost with the CPU slice that wrote them), then the slice's lines."""
+    for arch in ARCHS:
+        folder, moved = run_dir(root, arch), aside / arch / "log.jsonl"
+        start = steps_done(folder)  # the saved state the slice resumed from
+        log = moved if moved.exists() else folder / "log.jsonl"
+        kept = [line for line in log.read_text().splitlines(keepends=True) if json.loads(line)["step"] <= start]
+        with gzip.open(fetched / arch / "log.jsonl.gz", "rt") as packed:
+            new = [line for line in packed if line.strip() and json.loads(line)["step"] > start]
+        for name in ("train_state.pt", "model.pt", "config.json"):
+            shutil.copy2(fetched / arch / name, folder / name)
+        atomic_write_text(folder / "log.jsonl", "".join(kept + new))
+        moved.unlink(missing_ok=True)
+        print(f"{arch}: step {start} -> {steps_done(folder)} ({len(new)} log lines added)", flush=True)
+
+
+def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
     preflight(args.device)
     for arch in ARCHS:
@@ -99,6 +127,33 @@ def main() -> None:
         run_all([slice_command(args.root, behind, minutes_left, steps[ahead], args.device, 2 * args.prior_workers)])
     pack(args.root, args.out)
     print(f"packed: {({arch: steps_done(run_dir(args.root, arch)) for arch in ARCHS})}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path("results/pretraining"))
+    parser.add_argument("--aside", type=Path, default=Path("runs/gpu-slice"), help="where trim moves the logs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    slice_ = sub.add_parser("run", help="on the device machine: the slice, then its files to --out")
+    slice_.add_argument("--out", type=Path, required=True, help="where the runs' files are copied at the end")
+    slice_.add_argument("--minutes", type=float, required=True, help="both runs at once, this long")
+    slice_.add_argument("--tabpfn-star-minutes", type=float,
+                        help="TabPFN*'s share of the shared phase (default: --minutes)")
+    slice_.add_argument("--deadline-minutes", type=float, required=True,
+                        help="from the start of this script: the catch-up phase ends before it")
+    slice_.add_argument("--device", default="cuda")
+    slice_.add_argument("--prior-workers", type=int, default=max(1, (os.cpu_count() or 2) // 2 - 1),
+                        help="per run (default: half the cores, less one for the training process)")
+    sub.add_parser("trim", help="before the call: move the logs aside, keeping their last lines")
+    back = sub.add_parser("merge", help="after the call: the fetched files into the runs, logs whole again")
+    back.add_argument("fetched", type=Path, help="the folder the fetched files lie in (<arch>/...)")
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args)
+    elif args.command == "trim":
+        trim(args.root, args.aside)
+    else:
+        merge(args.root, args.aside, args.fetched)
 
 
 if __name__ == "__main__":
