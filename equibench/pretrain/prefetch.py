@@ -30,7 +30,7 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
     ``generator`` must be a CPU generator; close the iterator to stop the workers."""
     lookahead = torch.Generator()
     lookahead.set_state(generator.get_state())
-    pending = collections.deque()  # (future of the batch's arrays), in stream order
+    pending = collections.deque()  # futures of the batches' arrays, in stream order
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_thread)
     try:
         while True:

@@ -111,10 +111,9 @@ class PriorBatch(NamedTuple):
     n_features: torch.Tensor  # (B,) int64 in [1, f_max]
     loss_mask: torch.Tensor  # (B,) bool; False: a test class is absent from train (or overflow)
 
-    def to(self, device: str | torch.device, non_blocking: bool = False) -> PriorBatch:
+    def to(self, device: str | torch.device) -> PriorBatch:
         """The batch with its tensors on ``device``."""
-        return self._replace(**{name: getattr(self, name).to(device, non_blocking=non_blocking)
-                                for name in ("x", "y", "n_features", "loss_mask")})
+        return self._replace(**{name: getattr(self, name).to(device) for name in ("x", "y", "n_features", "loss_mask")})
 
 
 def split_bounds(config: PriorConfig) -> tuple[int, int]:
