@@ -37,7 +37,7 @@ from pathlib import Path
 
 from cumulative_pretraining import ARCHS, run_dir, steps_done
 
-from equibench.atomic_files import atomic_write_text
+from equibench.atomic_files import atomic_write, atomic_write_text
 
 #: The step bound of the shared phase: far ahead, the time limit ends it.
 _FAR = 10**6
@@ -87,8 +87,7 @@ def trim(root: Path, aside: Path, kept_lines: int = 100) -> None:
         log, moved = run_dir(root, arch) / "log.jsonl", aside / arch / "log.jsonl"
         if moved.exists():
             raise SystemExit(f"{moved} already holds a trimmed log: merge the slice (or move it back) first")
-        moved.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(log, moved)
+        atomic_write(moved, lambda tmp, log=log: shutil.copyfile(log, tmp))
         atomic_write_text(log, "".join(log.read_text().splitlines(keepends=True)[-kept_lines:]))
     print(f"logs moved to {aside}/<arch>/log.jsonl; the runs keep their last {kept_lines} lines", flush=True)
 
@@ -96,7 +95,9 @@ def trim(root: Path, aside: Path, kept_lines: int = 100) -> None:
 def merge(root: Path, aside: Path, fetched: Path) -> None:
     """Put a slice's files (``pack``'s folder) in the runs: its state, weights and config, and
     the whole log: the lines of the log ``trim`` moved aside up to the step the slice resumed
-    from (later ones were lost with the CPU slice that wrote them), then the slice's lines."""
+    from (later ones were lost with the CPU slice that wrote them), then the slice's lines.
+    Each file is replaced atomically and the training state last, so a merge killed halfway
+    is done again by the same command."""
     for arch in ARCHS:
         folder, moved = run_dir(root, arch), aside / arch / "log.jsonl"
         start = steps_done(folder)  # the saved state the slice resumed from
@@ -104,9 +105,9 @@ def merge(root: Path, aside: Path, fetched: Path) -> None:
         kept = [line for line in log.read_text().splitlines(keepends=True) if json.loads(line)["step"] <= start]
         with gzip.open(fetched / arch / "log.jsonl.gz", "rt") as packed:
             new = [line for line in packed if line.strip() and json.loads(line)["step"] > start]
-        for name in ("train_state.pt", "model.pt", "config.json"):
-            shutil.copy2(fetched / arch / name, folder / name)
         atomic_write_text(folder / "log.jsonl", "".join(kept + new))
+        for name in ("model.pt", "config.json", "train_state.pt"):
+            atomic_write(folder / name, lambda tmp, name=name: shutil.copyfile(fetched / arch / name, tmp))
         moved.unlink(missing_ok=True)
         print(f"{arch}: step {start} -> {steps_done(folder)} ({len(new)} log lines added)", flush=True)
 
