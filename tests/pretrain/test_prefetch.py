@@ -4,6 +4,8 @@ the two on resume."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -30,9 +32,7 @@ def test_workers_draw_the_in_process_stream_and_advance_the_generator_per_batch_
     config = tiny_config(grad_accumulation=2, rows_curriculum=((3, 48),))
     in_process, ahead = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
     expected = prior_batches(PRIOR, config, in_process, "cpu", first_step=2)
-    drawn = prior_batches(PRIOR, tiny_config(prior_workers=2, **{k: getattr(config, k) for k in
-                                                                 ("grad_accumulation", "rows_curriculum")}),
-                          ahead, "cpu", first_step=2)
+    drawn = prior_batches(PRIOR, dataclasses.replace(config, prior_workers=2), ahead, "cpu", first_step=2)
     try:
         for _ in range(5):
             batch = next(drawn)
