@@ -50,6 +50,9 @@ def test_trim_then_merge_gives_the_whole_log_with_the_slice_after_its_start(gpu_
         torch.save({"step": 5}, root / arch / "train_state.pt")
         # steps 6-7 were logged by a CPU slice killed before its next checkpoint
         (root / arch / "log.jsonl").write_text(_step_lines(range(1, 8), "cpu"))
+    (aside / "equitabpfn").mkdir(parents=True)
+    (aside / "equitabpfn" / "notes.txt").write_text("a user's file")  # beside what trim and merge write
+    (root / "equitabpfn" / "notes.txt").write_text("a user's file")
     gpu_slice.trim(root, aside, kept_lines=2)
     assert (root / "equitabpfn" / "log.jsonl").read_text() == _step_lines([6, 7], "cpu")
     with pytest.raises(SystemExit, match="already holds a trimmed log"):
@@ -66,3 +69,4 @@ def test_trim_then_merge_gives_the_whole_log_with_the_slice_after_its_start(gpu_
         assert torch.load(root / arch / "train_state.pt")["step"] == 9
         assert (root / arch / "model.pt").read_text() == f"{arch} model.pt"
     assert not (aside / "equitabpfn" / "log.jsonl").exists()
+    assert (aside / "equitabpfn" / "notes.txt").read_text() == (root / "equitabpfn" / "notes.txt").read_text() == "a user's file"
