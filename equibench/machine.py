@@ -22,4 +22,5 @@ def hardware_description(device: torch.device) -> str:
     """GPU name for CUDA devices, else the CPU model and torch's thread count."""
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (CUDA)"
-    return f"{cpu_name()}, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    return f"{cpu_name()}, {threads} thread{'' if threads == 1 else 's'}"

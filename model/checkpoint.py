@@ -43,7 +43,8 @@ class ModelCard:
     steps: int = 0
     datasets_seen: int = 0
     wall_time_s: float = 0.0
-    hardware: str = ""
+    hardware: str = ""  # one line: each hardware with the steps it trained
+    hardware_history: list = field(default_factory=list)  # [{"hardware", "first_step", "last_step"}]
     metrics: dict = field(default_factory=dict)
     command: str = ""
     seed: int | None = None

@@ -25,7 +25,7 @@ from ..errors import InvalidInputError, NonFiniteLossError
 from ..machine import hardware_description
 from ..model import ModelCard, build_model, load_checkpoint, size_config
 from ..prior import PriorConfig
-from . import run_dir
+from . import hardware_history, run_dir
 from .config import TrainConfig, changed_settings, describe_run
 from .distributed import Distributed
 from .loop import Counters, prior_batches, train
@@ -116,7 +116,7 @@ def _resumable_state(out_dir: Path, description: dict, config: TrainConfig) -> d
 
 def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]:
     """Weights and lineage (``{"checkpoint", "steps", "datasets_seen", "wall_time_s", "command",
-    "training"}``) of ``config.init_from``, checked against the model this run builds."""
+    "training", "hardware_history"}``) of ``config.init_from``, checked against the model this run builds."""
     source, card = load_checkpoint(config.init_from)
     if source.arch != model.arch or source.config != model.config:
         raise InvalidInputError(
@@ -126,6 +126,7 @@ def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]
     lineage = {
         "checkpoint": str(config.init_from), "steps": card.steps, "datasets_seen": card.datasets_seen,
         "wall_time_s": card.wall_time_s, "command": card.command, "training": card.training,
+        "hardware_history": card.hardware_history or hardware_history.extended([], None, 1, card.steps),
     }
     return source.state_dict(), lineage
 
@@ -142,6 +143,8 @@ class _Run:
         self.description, self.lineage, self.amp, self.time_limit_s = description, lineage, amp, time_limit_s
         self.counters, self.metrics, self.validation_batches = Counters(), {}, []
         self.command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+        self.hardware = f"{ddp.world_size} x {hardware_description(ddp.device)}"
+        self.hardware_history: list[dict] = []  # the steps before this invocation's (hardware_history)
 
     def restore(self, state: dict) -> None:
         """Continue from a saved training state (see :meth:`save`)."""
@@ -151,6 +154,8 @@ class _Run:
         self.generator.set_state(state["prior_generators"][self.ddp.rank])
         self.counters = Counters(state["step"], state["datasets_seen"], state["wall_time_s"])
         self.metrics = state["metrics"]
+        self.hardware_history = (state["hardware_history"] if "hardware_history" in state
+                                 else hardware_history.extended([], None, 1, state["step"]))
 
     def progress_bar(self, enabled: bool) -> Progress:
         """A progress bar on stderr (stdout stays for results), shown by :meth:`on_step`."""
@@ -220,14 +225,20 @@ class _Run:
             "run": self.description, "step": step, "datasets_seen": counters.datasets_seen,
             "wall_time_s": counters.wall_time_s, "metrics": self.metrics, "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-            "prior_generators": [g.cpu() for g in generators],
+            "prior_generators": [g.cpu() for g in generators], "hardware_history": self._hardware_history(step),
         }
         run_dir.save(self.out_dir, state, self.model, self.optimizer, self._card(step))
 
+    def _hardware_history(self, step: int) -> list[dict]:
+        """Which hardware trained steps 1..``step`` of this run."""
+        return hardware_history.extended(self.hardware_history, self.hardware, self.start_step + 1, step)
+
     def _card(self, step: int) -> ModelCard:
-        """The model card of ``step``: steps, datasets and time count from the start of the lineage."""
+        """The model card of ``step``: steps, datasets, time and hardware count from the start of the lineage."""
         config, counters = self.config, self.counters
-        earlier = self.lineage or {"steps": 0, "datasets_seen": 0, "wall_time_s": 0.0}
+        earlier = self.lineage or {"steps": 0, "datasets_seen": 0, "wall_time_s": 0.0, "hardware_history": []}
+        own = self._hardware_history(step)
+        history = hardware_history.continued(earlier["hardware_history"], own, earlier["steps"])
         training = {**dataclasses.asdict(config), "world_size": self.ddp.world_size, "amp": self.amp}
         if self.lineage is not None:
             training["initialised_from"] = self.lineage
@@ -235,7 +246,7 @@ class _Run:
             arch=config.arch, size=config.size, prior=self.prior.to_dict(), training=training,
             steps=earlier["steps"] + step, datasets_seen=earlier["datasets_seen"] + counters.datasets_seen,
             wall_time_s=round(earlier["wall_time_s"] + counters.wall_time_s, 1),
-            hardware=f"{self.ddp.world_size} x {hardware_description(self.ddp.device)}", metrics=self.metrics,
+            hardware=hardware_history.summary(history), hardware_history=history, metrics=self.metrics,
             command=self.command, seed=config.seed, equibench_version=__version__,
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         )

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..atomic_files import atomic_write_text
 from ..errors import InvalidInputError
 from ..model import ModelCard, save_checkpoint
 from ..model.checkpoint import atomic_torch_save
@@ -69,9 +70,9 @@ def start(out_dir: Path, description: dict, resume_step: int | None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume_step is None:
         (out_dir / STATE_FILE).unlink(missing_ok=True)
-    (out_dir / CONFIG_FILE).write_text(json.dumps(description, indent=2) + "\n")
+    atomic_write_text(out_dir / CONFIG_FILE, json.dumps(description, indent=2) + "\n")
     kept = [] if resume_step is None else _logged_lines(out_dir / LOG_FILE, resume_step)
-    (out_dir / LOG_FILE).write_text("".join(line + "\n" for line in kept))
+    atomic_write_text(out_dir / LOG_FILE, "".join(line + "\n" for line in kept))  # a kill here keeps the old log
 
 
 def _logged_lines(path: Path, up_to_step: int) -> list[str]:
