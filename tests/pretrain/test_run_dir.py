@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,20 @@ def test_start_keeps_the_log_up_to_the_saved_step_and_drops_a_torn_last_line(tmp
     (tmp_path / LOG_FILE).write_text("\n".join([lines[0], "{damaged", lines[1]]))
     with pytest.raises(ValueError, match="line 2 is damaged"):
         start(tmp_path, {"train": {}}, resume_step=2)
+
+
+def test_a_kill_while_start_rewrites_the_log_keeps_the_old_log(tmp_path, monkeypatch):
+    lines = "".join(f'{{"kind": "step", "step": {step}}}\n' for step in range(1, 5))
+    (tmp_path / LOG_FILE).write_text(lines)
+    real_write_text = Path.write_text
+
+    def killed_halfway(path, text, *args, **kwargs):
+        real_write_text(path, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt("simulated kill")
+
+    monkeypatch.setattr(Path, "write_text", killed_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        start(tmp_path, {"train": {}}, resume_step=2)
+    monkeypatch.undo()
+    assert (tmp_path / LOG_FILE).read_text() == lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOG_FILE]  # no torn config.json, no temporary file
