@@ -153,7 +153,6 @@ def main() -> None:
 
 def report(args: argparse.Namespace) -> None:
     """Measure the checkpoints ``args`` names and print the bar's tables and verdict."""
-
     settings = {"n_estimators": args.n_estimators, "feature_transforms": tuple(args.feature_transforms),
                 "categorical_encodings": tuple(args.categorical_encodings), "random_state": 0}
     pfns = {
