@@ -23,6 +23,11 @@ def extended(history: list[dict], hardware: str | None, first_step: int, last_st
     return [*history, {"hardware": hardware, "first_step": first_step, "last_step": last_step}]
 
 
+def unrecorded(steps: int) -> list[dict]:
+    """The history of ``steps`` steps whose hardware was not recorded."""
+    return extended([], None, 1, steps)
+
+
 def continued(earlier: list[dict], later: list[dict], offset: int) -> list[dict]:
     """``earlier`` followed by ``later`` renumbered to count on from step ``offset`` (a run
     continued from another's checkpoint)."""

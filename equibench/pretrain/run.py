@@ -126,7 +126,7 @@ def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]
     lineage = {
         "checkpoint": str(config.init_from), "steps": card.steps, "datasets_seen": card.datasets_seen,
         "wall_time_s": card.wall_time_s, "command": card.command, "training": card.training,
-        "hardware_history": card.hardware_history or hardware_history.extended([], None, 1, card.steps),
+        "hardware_history": card.hardware_history or hardware_history.unrecorded(card.steps),
     }
     return source.state_dict(), lineage
 
@@ -154,8 +154,7 @@ class _Run:
         self.generator.set_state(state["prior_generators"][self.ddp.rank])
         self.counters = Counters(state["step"], state["datasets_seen"], state["wall_time_s"])
         self.metrics = state["metrics"]
-        self.hardware_history = (state["hardware_history"] if "hardware_history" in state
-                                 else hardware_history.extended([], None, 1, state["step"]))
+        self.hardware_history = state.get("hardware_history") or hardware_history.unrecorded(state["step"])
 
     def progress_bar(self, enabled: bool) -> Progress:
         """A progress bar on stderr (stdout stays for results), shown by :meth:`on_step`."""
