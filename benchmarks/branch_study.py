@@ -70,11 +70,10 @@ def _pretrain_command(name: str, arch: str, start: Path, runs: Path, seed: int =
 
 
 def _scores(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
-    from equibench.model import load_checkpoint
-    from equibench.prior import PriorConfig
-
     from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+    from equibench.model import load_checkpoint
     from equibench.pretrain import bundled_accuracy, prior_metrics, validation_prior_batches
+    from equibench.prior import PriorConfig
 
     result = score(checkpoint, openml_cache)
     model, _ = load_checkpoint(checkpoint)

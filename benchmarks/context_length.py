@@ -17,8 +17,8 @@ import argparse
 
 import numpy as np
 import torch
-from equibench.model import default_checkpoint, load_checkpoint
 
+from equibench.model import default_checkpoint, load_checkpoint
 from equibench.pretrain import prior_metrics
 from equibench.prior import PriorBatch, PriorConfig, sample_batch
 

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from equibench.baselines.settings import KNNSettings
 from recording import add_record_flag, publish, section
 
+from equibench.baselines.settings import KNNSettings
 from equibench.evaluate import DaskBackend, EvaluateConfig, LocalBackend, evaluate
 from equibench.evaluate.cells import Cell
 from equibench.tables import markdown_table

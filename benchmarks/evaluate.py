@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from equibench.baselines.registry import METHODS
 from recording import add_record_flag, publish, section
 
+from equibench.baselines.registry import METHODS
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.tables import markdown_table
 from equibench.tasks import GT10

@@ -33,10 +33,10 @@ def measure_one(arch: str, size: str, n_classes: int, n_train: int, n_test: int,
     """Time predict_proba of one configuration (this process only)."""
     import numpy as np
     import torch
-    from equibench.model import build_model, size_config
     from torch.utils.flop_counter import FlopCounterMode
 
     from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+    from equibench.model import build_model, size_config
 
     torch.manual_seed(0)
     model = build_model(arch, size_config(size)).eval()

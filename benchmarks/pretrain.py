@@ -15,9 +15,9 @@ import argparse
 import time
 
 import torch
-from equibench.model import build_model, count_parameters, size_config
 from recording import add_record_flag, publish, section
 
+from equibench.model import build_model, count_parameters, size_config
 from equibench.pretrain import batch_loss
 from equibench.prior import PriorConfig, sample_batch
 

@@ -164,10 +164,9 @@ def _steps_for_budget(options: list[str], budget_s: float) -> tuple[int, dict[in
 
 
 def _openml_scores(checkpoint: Path, cache: Path) -> dict[str, float]:
+    from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
     from equibench.baselines.ecoc import ECOCClassifier
     from equibench.model import read_card
-
-    from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
     from equibench.tasks.openml import load_task
 
     arch = read_card(checkpoint).arch
@@ -190,7 +189,6 @@ def _openml_scores(checkpoint: Path, cache: Path) -> dict[str, float]:
 def score(checkpoint: Path, openml_cache: Path | None) -> dict[str, float]:
     """Held-out v1-prior loss/accuracy, bundled 5-fold accuracies and study-task accuracies."""
     from equibench.model import load_checkpoint
-
     from equibench.pretrain import bundled_accuracy, prior_metrics, validation_prior_batches
     from equibench.prior import PriorConfig
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from equibench.model import ModelCard, build_model, save_checkpoint, size_config
 
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+from equibench.model import ModelCard, build_model, save_checkpoint, size_config
 
 DATA = Path(__file__).parent / "data"
 CHECKPOINTS = {"equitabpfn": DATA / "tiny-equitabpfn.pt", "tabpfn-star": DATA / "tiny-tabpfn-star.pt"}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from equibench.baselines.ecoc import ECOCClassifier, draw_codebook, min_hamming_distance
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
+
+from equibench.baselines.ecoc import ECOCClassifier, draw_codebook, min_hamming_distance
 
 
 class _AtMostTen(LogisticRegression):

@@ -8,12 +8,12 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from equibench.model import build_model, size_config
-from equibench.model.inference import ChunkPlan, encode_context, forward_chunked, predict_in_context
 from make_fixtures import CHECKPOINTS
 from sklearn.inspection import permutation_importance
 
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+from equibench.model import build_model, size_config
+from equibench.model.inference import ChunkPlan, encode_context, forward_chunked, predict_in_context
 
 VARIANTS = [dict(norm_first=False, qk_norm=False), dict(norm_first=True, qk_norm=True), dict(norm_first=True)]
 

@@ -9,6 +9,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from sklearn.datasets import make_classification
+from sklearn.preprocessing import StandardScaler
+
 from equibench.baselines.base import MissingDependencyError
 from equibench.baselines.mlp import MLPMethod
 from equibench.baselines.neural import fit_torch_classifier, holdout_split, minibatches, torch_seed
@@ -17,9 +20,6 @@ from equibench.baselines.rtdl_resnet import RtdlResNetMethod
 from equibench.baselines.stg import STGMethod
 from equibench.baselines.tabnet import TabNetMethod
 from equibench.baselines.vime import VIMEMethod
-from sklearn.datasets import make_classification
-from sklearn.preprocessing import StandardScaler
-
 from equibench.evaluate.cells import reproducible_cell
 
 # Few epochs keep the file fast; TabNet is ~10x slower per epoch than the others.

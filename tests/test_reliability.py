@@ -20,15 +20,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from equibench.baselines import knn as knn_module
-from equibench.model import CheckpointError, load_checkpoint, save_checkpoint
 from typer.testing import CliRunner
 
 import equibench.pretrain.loss as pretrain_module
 from equibench import EquiTabPFNClassifier
+from equibench.baselines import knn as knn_module
 from equibench.cli import app
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.evaluate.results_store import ResultsStore
+from equibench.model import CheckpointError, load_checkpoint, save_checkpoint
 from equibench.normalize import apply_normalization, fit_normalization
 from equibench.outdir_lock import FolderInUseError
 from equibench.preprocessing import TableEncoder

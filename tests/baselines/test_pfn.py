@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from equibench.baselines import pfn
 from equibench.baselines.equitabpfn import EquiTabPFNMethod
 from equibench.baselines.settings import EquiTabPFNSettings
-from equibench.model import default_checkpoint
-
 from equibench.classifier import checkpoints
 from equibench.errors import InvalidInputError
 from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.model import default_checkpoint
 
 DATA = Path(__file__).parents[1] / "data"
 TINY = {"equitabpfn_checkpoint": str(DATA / "tiny-equitabpfn.pt"), "tabpfn_star_checkpoint": str(DATA / "tiny-tabpfn-star.pt")}

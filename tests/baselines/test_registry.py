@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 
 import pytest
+
 from equibench.baselines.base import optional_import
 from equibench.baselines.registry import FAST_METHODS, METHODS, method_spec
 from equibench.baselines.settings import EnsembleSettings
-
 from equibench.errors import InvalidInputError, MissingDependencyError
 
 

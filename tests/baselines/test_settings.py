@@ -7,6 +7,8 @@ import inspect
 import sys
 
 import pytest
+
+from equibench import EquiTabPFNClassifier
 from equibench.baselines.knn import KNNMethod
 from equibench.baselines.mlp import MLPMethod
 from equibench.baselines.settings import (
@@ -22,8 +24,6 @@ from equibench.baselines.settings import (
     TabPFNStarSettings,
     ensemble_size,
 )
-
-from equibench import EquiTabPFNClassifier
 from equibench.errors import InvalidInputError
 from equibench.evaluate import EvaluateConfig
 

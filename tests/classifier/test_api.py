@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from equibench.model import CheckpointError
 from make_fixtures import CHECKPOINTS
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import check_methods_subset_invariance
@@ -22,6 +21,7 @@ from sklearn.utils.estimator_checks import check_methods_subset_invariance
 from equibench import EquiTabPFNClassifier, PretrainingLimitWarning, TabPFNStarClassifier
 from equibench.devices import resolve_precision
 from equibench.errors import FitStateError
+from equibench.model import CheckpointError
 
 EQUI = CHECKPOINTS["equitabpfn"]
 STAR = CHECKPOINTS["tabpfn-star"]

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse
-from equibench.model import CheckpointError, TooManyClassesError
 from make_fixtures import CHECKPOINTS, GOLDEN, golden_predictions
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+from equibench.model import CheckpointError, TooManyClassesError
 from equibench.preprocessing import ensemble_members, expand_one_hot, one_hot_columns
 
 EQUI = str(CHECKPOINTS["equitabpfn"])

@@ -69,9 +69,8 @@ def test_help_and_listing_commands_import_no_heavy_module(tmp_path):
 
 def test_cli_size_schedule_and_feature_count_names_match_the_library():
     from equibench.model import SIZES
-    from equibench.prior.config import FEATURE_COUNTS
-
     from equibench.pretrain import SCHEDULES
+    from equibench.prior.config import FEATURE_COUNTS
 
     assert tuple(SIZES) == SIZE_NAMES
     assert SCHEDULES == SCHEDULE_NAMES

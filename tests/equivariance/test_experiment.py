@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from equibench.model import load_checkpoint
 
 from equibench.equivariance.experiment import (
     EquivarianceConfig,
@@ -15,6 +14,7 @@ from equibench.equivariance.experiment import (
     measure_model,
     prior_datasets,
 )
+from equibench.model import load_checkpoint
 
 DATA = Path(__file__).parents[1] / "data"
 TINY = (DATA / "tiny-equitabpfn.pt", DATA / "tiny-tabpfn-star.pt")

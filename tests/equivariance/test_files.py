@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from equibench.model import default_checkpoint
 from typer.testing import CliRunner
 
 from equibench.cli import app
 from equibench.equivariance.files import describe_checkpoint
+from equibench.model import default_checkpoint
 
 DATA = Path(__file__).parents[1] / "data"
 TINY = (DATA / "tiny-equitabpfn.pt", DATA / "tiny-tabpfn-star.pt")

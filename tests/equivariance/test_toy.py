@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from equibench.model import load_checkpoint
 
 from equibench.equivariance.toy import TOY_ORDERINGS, differs_from_identity, toy_predictions, toy_problem
+from equibench.model import load_checkpoint
 
 DATA = Path(__file__).parents[1] / "data"
 TINY = (DATA / "tiny-equitabpfn.pt", DATA / "tiny-tabpfn-star.pt")

@@ -18,19 +18,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from equibench.baselines import knn as knn_module
-from equibench.baselines.knn import KNNMethod
-from equibench.model import default_checkpoint
 from sklearn.metrics import accuracy_score, f1_score, log_loss, roc_auc_score
 from threadpoolctl import threadpool_limits
 from typer.testing import CliRunner
 
+from equibench.baselines import knn as knn_module
+from equibench.baselines.knn import KNNMethod
 from equibench.cli import app
 from equibench.evaluate.backends import LocalBackend
 from equibench.evaluate.metrics import cell_metrics
 from equibench.evaluate.results_store import ResultsStore
 from equibench.evaluate.run import EvaluateConfig, _task_infos, evaluate, plan_cells, prepared_settings
 from equibench.evaluate.tabzilla import TabZillaPreprocessor
+from equibench.model import default_checkpoint
 from equibench.tasks.suites import load_suite
 
 DATA = Path(__file__).parents[1] / "data"

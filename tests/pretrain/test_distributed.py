@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from equibench.model import load_checkpoint
 
 from .common import log_records

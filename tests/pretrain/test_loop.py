@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-from equibench.model import build_model, size_config
 
+from equibench.model import build_model, size_config
 from equibench.pretrain import pretrain
 from equibench.pretrain.distributed import Distributed
 from equibench.pretrain.loop import Counters, prior_batches, train

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from equibench.model import build_model, size_config
 
+from equibench.model import build_model, size_config
 from equibench.pretrain.loss import batch_loss
 from equibench.pretrain.optim import build_optimizer, decay_start, evaluation_weights, lr_factor, wsd_factor
 from equibench.prior import sample_batch

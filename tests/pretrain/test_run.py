@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from equibench.model import load_checkpoint
 from typer.testing import CliRunner
 
 import equibench.pretrain.loop as loop_module
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.cli import app
+from equibench.model import load_checkpoint
 from equibench.pretrain import pretrain
 from equibench.prior import PriorConfig
 

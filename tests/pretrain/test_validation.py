@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from equibench.model import build_model, size_config
 
+from equibench.model import build_model, size_config
 from equibench.pretrain.loss import batch_loss
 from equibench.pretrain.optim import build_optimizer
 from equibench.pretrain.validation import prior_metrics, validation_metrics, validation_prior_batches
