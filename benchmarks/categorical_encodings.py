@@ -14,7 +14,6 @@ others ("held out"), so that the choice is not tuned to every task shown here.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 import warnings
 
@@ -23,7 +22,7 @@ import pandas as pd
 
 from equibench import EquiTabPFNClassifier, PretrainingLimitWarning
 from equibench.tables import markdown_table
-from equibench.tasks.openml import load_task, working_cache
+from equibench.tasks.openml import load_cached_tasks
 
 #: The tasks the default was chosen on (2026-11-24); the others were looked at only after.
 SELECTION = (14967, 146821, 49, 23, 27, 29, 35, 50, 54, 47)
@@ -32,10 +31,8 @@ VARIANTS = {"ordinal": ("ordinal",), "onehot": ("onehot",), "default (both)": ("
 
 def scores(checkpoint: str, cache_dir: str, folds: range) -> pd.DataFrame:
     """Accuracy per task, fold and variant on the cache's tasks with categorical columns."""
-    cache = working_cache(cache_dir, tempfile.mkdtemp(prefix="equibench-openml-"))
     rows = []
-    for task_id in sorted(int(p.name) for p in (cache / "org/openml/www/tasks").iterdir() if p.name.isdigit()):
-        task = load_task(task_id, cache)
+    for task_id, task in load_cached_tasks(cache_dir).items():
         if not task.categorical.any():
             continue
         for fold in [f for f in folds if f < task.n_folds]:

@@ -19,7 +19,6 @@ not measured again, so a killed study continues where it stopped.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -31,11 +30,11 @@ from sklearn.model_selection import StratifiedKFold
 
 from equibench import ECOCClassifier, EquiTabPFNClassifier, PretrainingLimitWarning, TabPFNStarClassifier
 from equibench.atomic_files import atomic_write
+from equibench.errors import EquibenchError
 from equibench.evaluate.cells import reproducible_cell
 from equibench.pretrain import BUNDLED_DATASETS
 from equibench.tables import markdown_table
-from equibench.tasks import Task
-from equibench.tasks.openml import load_task, working_cache
+from equibench.tasks.openml import load_cached_tasks
 
 CLASSIFIERS = {"equitabpfn": EquiTabPFNClassifier, "tabpfn-star": TabPFNStarClassifier}
 
@@ -54,13 +53,6 @@ SETTINGS = {
     "16 none+quantile T0.8": {"n_estimators": 16, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.8},
 }
 COLUMNS = ["setting", "dataset", "task", "group", "half", "fold", "accuracy", "log_loss"]
-
-
-def openml_tasks(cache_dir: str) -> dict[int, Task]:
-    """Every task of the OpenML cache (read through a writable copy), by task id."""
-    cache = working_cache(cache_dir, tempfile.mkdtemp(prefix="equibench-openml-"))
-    task_ids = sorted(int(p.name) for p in (cache / "org/openml/www/tasks").iterdir() if p.name.isdigit())
-    return {task_id: load_task(task_id, cache) for task_id in task_ids}
 
 
 def halves(groups: dict[int, str]) -> dict[int, str]:
@@ -154,16 +146,23 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads < 1:
         parser.error(f"--threads takes a positive number, got {args.threads}")
+    if args.checkpoint != "default" and not Path(args.checkpoint).is_file():
+        parser.error(f"--checkpoint {args.checkpoint}: no such file; give a checkpoint written by equibench pretrain or export")
+    if args.csv and args.csv.exists() and not set(COLUMNS) <= set(pd.read_csv(args.csv, nrows=0).columns):
+        parser.error(f"--csv {args.csv}: not a file of this study (columns {', '.join(COLUMNS)}); give a new path")
     with reproducible_cell(args.threads), warnings.catch_warnings():
         warnings.simplefilter("ignore", PretrainingLimitWarning)  # > 100 features, > 3000 rows: the defaults apply
-        study(args)
+        try:
+            study(args)
+        except (EquibenchError, FileNotFoundError) as error:
+            parser.exit(1, f"inference_settings.py: error: {error}\n")
 
 
 def study(args: argparse.Namespace) -> None:
     """Measure every setting ``args`` names (skipping what ``args.csv`` holds) and print the summary."""
     scores = pd.read_csv(args.csv) if args.csv and args.csv.exists() else pd.DataFrame(columns=COLUMNS)
     done = set(zip(scores.setting, scores.task.astype(int), scores.dataset))  # the units measured
-    tasks = openml_tasks(args.openml_cache)
+    tasks = load_cached_tasks(args.openml_cache)
     groups = {t: (">10" if len(np.unique(task.y)) > 10 else "<=10") for t, task in tasks.items()}
     half = halves(groups)
 

@@ -24,7 +24,6 @@ cheaper look at part of them. Every model runs on ``--threads`` threads (default
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 
 import numpy as np
@@ -41,7 +40,7 @@ from equibench import ECOCClassifier, EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.evaluate.cells import reproducible_cell
 from equibench.preprocessing import CATEGORICAL_ENCODINGS, FEATURE_TRANSFORMS
 from equibench.pretrain import BUNDLED_DATASETS
-from equibench.tasks.openml import load_task, working_cache
+from equibench.tasks.openml import load_cached_tasks
 
 
 def standardised(estimator, categorical: np.ndarray | None = None):
@@ -70,11 +69,8 @@ def bundled_scores(pfns: dict) -> pd.DataFrame:
 
 def openml_scores(pfns: dict, cache_dir: str, folds: range) -> pd.DataFrame:
     """Accuracy per task and fold of the PFNs, KNN (<= 10 classes) or LinearModel (> 10 classes)."""
-    cache = working_cache(cache_dir, tempfile.mkdtemp(prefix="equibench-openml-"))
-    task_ids = sorted(int(p.name) for p in (cache / "org/openml/www/tasks").iterdir() if p.name.isdigit())
     rows = []
-    for task_id in task_ids:
-        task = load_task(task_id, cache)
+    for task_id, task in load_cached_tasks(cache_dir).items():
         many = len(np.unique(task.y)) > 10
         reference = ("LinearModel", LogisticRegression(max_iter=2000)) if many else ("KNN", KNeighborsClassifier(n_neighbors=9))
         models = {**pfns, reference[0]: standardised(reference[1], task.categorical)}

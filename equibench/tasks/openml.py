@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ..atomic_files import atomic_write
 from ..errors import InvalidInputError, TaskUnavailableError
+from .cache_check import cached_task_ids
 from .task import Task
 
 
@@ -38,6 +40,14 @@ def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Pat
         target.parent.mkdir(parents=True, exist_ok=True)  # missing, or torn by a killed copy: copy it (again)
         atomic_write(target, lambda tmp, path=path: _copy_writable(path, tmp))
     return work_dir
+
+
+def load_cached_tasks(source: str | os.PathLike) -> dict[int, Task]:
+    """Every task of the OpenML cache at ``source``, by task id in numeric order, loaded through
+    a temporary writable copy that is removed afterwards (``source`` is only read)."""
+    with tempfile.TemporaryDirectory(prefix="equibench-openml-") as work_dir:
+        cache = working_cache(source, work_dir)
+        return {int(task_id): load_task(int(task_id), cache) for task_id in cached_task_ids(cache)}
 
 
 def _copy_writable(source: Path, target: Path) -> None:

@@ -44,7 +44,7 @@ def small_study(benchmark_module, monkeypatch, tiny_equi_path):
     two settings of the tiny checkpoint."""
     study = benchmark_module("inference_settings")
     tasks = {int(i): small_task(name, task_id=i) for i, name in [("11", "iris"), ("12", "wine"), ("13", "synthetic-15")]}
-    monkeypatch.setattr(study, "openml_tasks", lambda cache_dir: tasks)
+    monkeypatch.setattr(study, "load_cached_tasks", lambda cache_dir: tasks)
     monkeypatch.setattr(study, "BUNDLED_DATASETS", {"iris": datasets.load_iris})
     monkeypatch.setattr(study, "SETTINGS", {
         "1 none": {"n_estimators": 1, "feature_transforms": ("none",), "softmax_temperature": 0.8},
@@ -100,3 +100,30 @@ def test_a_finished_study_measures_nothing_again(small_study, monkeypatch, tmp_p
     capsys.readouterr()
     run(tmp_path / "scores.csv")
     assert "<=10 selection acc" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--checkpoint", "missing.pt", "missing.pt: no such file"),
+    ("--csv", "other.csv", "other.csv: not a file of this study"),
+    ("--threads", "0", "--threads takes a positive number, got 0"),
+])
+def test_bad_arguments_get_one_line(benchmark_module, monkeypatch, tmp_path, capsys, flag, value, message):
+    study = benchmark_module("inference_settings")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["inference_settings.py", "--openml-cache", "unused", flag, value])
+    with pytest.raises(SystemExit) as exit_info:
+        study.main()
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert (tmp_path / "other.csv").read_text() == "a,b\n1,2\n"
+
+
+def test_a_missing_cache_gets_one_line(benchmark_module, monkeypatch, tmp_path, capsys):
+    study = benchmark_module("inference_settings")
+    monkeypatch.setattr(sys, "argv", ["inference_settings.py", "--openml-cache", str(tmp_path / "nowhere")])
+    with pytest.raises(SystemExit) as exit_info:
+        study.main()
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not an OpenML cache" in err

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from equibench.tasks.openml import TaskUnavailableError, load_task, working_cache
+from equibench.tasks.openml import TaskUnavailableError, load_cached_tasks, load_task, working_cache
 from equibench.tasks.task import Task
 
 # The shared read-only cache beside the checkout, or wherever EQUIBENCH_TEST_OPENML_CACHE points.
@@ -64,6 +66,20 @@ def test_loads_a_cached_task_without_touching_the_source(tmp_path):
     assert task.name == "iris" and task.X.shape == (150, 4) and task.n_folds == 10
     assert sorted(np.unique(task.y)) == ["Iris-setosa", "Iris-versicolor", "Iris-virginica"]
     assert _digest(SHARED_CACHE / "org/openml/www/tasks/59") == before
+
+
+@needs_cache
+def test_loads_every_cached_task_through_a_copy_it_removes(tmp_path, monkeypatch):
+    partial = working_cache(SHARED_CACHE, tmp_path / "partial")
+    for folder in (partial / "org/openml/www/tasks").iterdir():
+        if folder.name not in ("59", "11"):
+            shutil.rmtree(folder)
+    before = _digest(partial)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
+    (tmp_path / "temp").mkdir()
+    tasks = load_cached_tasks(partial)
+    assert list(tasks) == [11, 59] and tasks[59].name == "iris" and tasks[11].name == "balance-scale"
+    assert _digest(partial) == before and not any((tmp_path / "temp").iterdir())
 
 
 @needs_cache
