@@ -12,8 +12,8 @@ say whether the choice holds beyond the tasks it was chosen on.
     python benchmarks/inference_settings.py --openml-cache ../shared/data/openml-cache \
         [--checkpoint PATH] [--arch equitabpfn] [--settings NAME ...] [--csv FILE] [--threads 1]
 
-``--csv`` keeps every score and is resumed: the (setting, dataset) pairs already in it are
-not measured again, so a killed study continues where it stopped.
+``--csv`` keeps every score and is resumed: the (setting, task) units already in it are not
+measured again, so a killed study continues where it stopped (losing the unit in flight).
 """
 
 from __future__ import annotations
@@ -44,13 +44,11 @@ CLASSIFIERS = {"equitabpfn": EquiTabPFNClassifier, "tabpfn-star": TabPFNStarClas
 SETTINGS = {
     "4 none+quantile T0.8": {"n_estimators": 4, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.8},
     "1 none": {"n_estimators": 1, "feature_transforms": ("none",), "softmax_temperature": 0.8},
+    "2 none+quantile T0.8": {"n_estimators": 2, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.8},
     "4 none T0.8": {"n_estimators": 4, "feature_transforms": ("none",), "softmax_temperature": 0.8},
     "8 none+quantile T0.8": {"n_estimators": 8, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.8},
-    "4 none+quantile T1.0": {"n_estimators": 4, "feature_transforms": ("none", "quantile"), "softmax_temperature": 1.0},
-    "8 none+quantile T1.0": {"n_estimators": 8, "feature_transforms": ("none", "quantile"), "softmax_temperature": 1.0},
     "4 none+quantile T0.9": {"n_estimators": 4, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.9},
-    "2 none+quantile T0.8": {"n_estimators": 2, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.8},
-    "16 none+quantile T0.8": {"n_estimators": 16, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.8},
+    "4 none+quantile T1.0": {"n_estimators": 4, "feature_transforms": ("none", "quantile"), "softmax_temperature": 1.0},
 }
 COLUMNS = ["setting", "dataset", "task", "group", "half", "fold", "accuracy", "log_loss"]
 
