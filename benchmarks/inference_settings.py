@@ -13,7 +13,8 @@ say whether the choice holds beyond the tasks it was chosen on.
         [--checkpoint PATH] [--arch equitabpfn] [--settings NAME ...] [--csv FILE] [--threads 1]
 
 ``--csv`` keeps every score and is resumed: the (setting, task) units already in it are not
-measured again, so a killed study continues where it stopped (losing the unit in flight).
+measured again, so a killed study continues where it stopped (losing the unit in flight). A
+CSV holds one checkpoint's scores: give each checkpoint and ``--arch`` a file of its own.
 """
 
 from __future__ import annotations
