@@ -83,6 +83,19 @@ def test_loads_every_cached_task_through_a_copy_it_removes(tmp_path, monkeypatch
 
 
 @needs_cache
+def test_loading_every_cached_task_leaves_a_users_files_beside_its_copy(tmp_path, monkeypatch):
+    temp = tmp_path / "temp"
+    (temp / "equibench-openml-mine").mkdir(parents=True)  # a user's folder with the copy's prefix
+    (temp / "equibench-openml-mine" / "notes.txt").write_text("keep")
+    (temp / "report.csv").write_text("keep")
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    assert 59 in load_cached_tasks(SHARED_CACHE)
+    assert sorted(p.relative_to(temp).as_posix() for p in temp.rglob("*")) == [
+        "equibench-openml-mine", "equibench-openml-mine/notes.txt", "report.csv"]
+    assert (temp / "report.csv").read_text() == (temp / "equibench-openml-mine" / "notes.txt").read_text() == "keep"
+
+
+@needs_cache
 def test_uncached_task_names_the_task_and_the_offline_option(tmp_path):
     cache = working_cache(SHARED_CACHE, tmp_path / "work")
     with pytest.raises(TaskUnavailableError, match=r"task 999999 .*openml_cache"):
