@@ -32,6 +32,7 @@ import pandas as pd
 from recipe_study import score
 
 from equibench.equivariance.experiment import ARCH_LABELS
+from equibench.pretrain import model_file
 from equibench.tables import markdown_table
 
 #: The chosen recipe (docs/PRETRAINING.md, "Recipe study"): every ``equibench pretrain`` option
@@ -92,7 +93,7 @@ def continue_run(root: Path, arch: str, minutes: float | None, until_step: int |
 def score_run(root: Path, arch: str, openml_cache: Path | None) -> dict:
     """Score the run's current evaluation weights and append them to ``scores.jsonl``."""
     folder = run_dir(root, arch)
-    result = {"arch": arch, "step": steps_done(folder), **score(folder / "model.pt", openml_cache)}
+    result = {"arch": arch, "step": steps_done(folder), **score(model_file(folder), openml_cache)}
     with open(folder / "scores.jsonl", "a") as handle:
         handle.write(json.dumps(result) + "\n")
     print(json.dumps(result), flush=True)

@@ -121,19 +121,25 @@ def pretrain(
 
 
 def export(
-    run_or_checkpoint: Annotated[Path, typer.Argument(help="A pretraining output directory or a model.pt file.")],
+    run_or_checkpoint: Annotated[Path, typer.Argument(
+        help="A pretraining output directory (its model.pt, rebuilt from its train_state.pt where missing) or a "
+             "model.pt file.")],
     out: Annotated[Path, typer.Option(help="Destination file, e.g. model/checkpoints/equitabpfn-small.pt.")],
     weights_dtype: Annotated[WeightsDtype, typer.Option(help="Storage precision of the weights.")] = "float16",
     overwrite: Annotated[bool, typer.Option(help="Replace --out when it exists.")] = False,
 ) -> None:
     """Copy a trained model into a (smaller) shippable checkpoint, keeping its model card."""
     from ..model import load_checkpoint, save_checkpoint
+    from ..pretrain import MODEL_FILE, STATE_FILE, model_file
 
-    source = run_or_checkpoint / "model.pt" if run_or_checkpoint.is_dir() else run_or_checkpoint
     if out.is_dir():
         raise InvalidInputError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'model.pt')!r}")
     if out.exists() and not overwrite:
         raise InvalidInputError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")
+    source = run_or_checkpoint
+    if run_or_checkpoint.is_dir():
+        has_state = (run_or_checkpoint / STATE_FILE).exists()
+        source = model_file(run_or_checkpoint) if has_state else run_or_checkpoint / MODEL_FILE
     model, card = load_checkpoint(source)
     path = save_checkpoint(model, out, card, weights_dtype=WeightsDtype(weights_dtype).value)
     output.console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {card.steps} steps)")

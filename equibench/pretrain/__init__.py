@@ -10,7 +10,7 @@ Modules, each with one job:
 * ``loop``: :func:`~equibench.pretrain.loop.train`, the step loop over a stream of prior batches
 * ``prefetch``: that stream drawn ahead by worker processes on the CPU
 * ``run``: :func:`pretrain`, one invocation of a run around that loop
-* ``run_dir``: the run folder (file names, log, saved state)
+* ``run_dir``: the run folder (file names, log, saved state, model.pt rebuilt from it)
 * ``distributed``: torchrun's processes
 * ``optim``: optimisers and learning-rate schedules
 * ``validation``: held-out prior metrics and bundled-dataset accuracy
@@ -23,12 +23,12 @@ from .curves import plot_training_curves, read_lineage, read_log
 from .loss import batch_loss, forward_batch, masked_test_loss
 from .optim import SCHEDULES, build_optimizer, evaluation_weights
 from .run import PretrainOutcome, pretrain
-from .run_dir import CONFIG_FILE, LOG_FILE, MODEL_FILE, STATE_FILE
+from .run_dir import CONFIG_FILE, LOG_FILE, MODEL_FILE, STATE_FILE, model_file
 from .validation import BUNDLED_DATASETS, bundled_accuracy, prior_metrics, validation_prior_batches
 
 __all__ = [
     "BUNDLED_DATASETS", "CONFIG_FILE", "LOG_FILE", "MODEL_FILE", "NonFiniteLossError", "PretrainOutcome", "SCHEDULES",
     "STATE_FILE", "TrainConfig", "batch_loss", "build_optimizer", "bundled_accuracy",
-    "evaluation_weights", "forward_batch", "masked_test_loss", "plot_training_curves", "pretrain", "prior_at",
+    "evaluation_weights", "forward_batch", "masked_test_loss", "model_file", "plot_training_curves", "pretrain", "prior_at",
     "prior_metrics", "read_lineage", "read_log", "validation_prior_batches",
 ]

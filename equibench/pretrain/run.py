@@ -219,14 +219,15 @@ class _Run:
                 f"step {step}: the weights are no longer finite (training diverged); nothing was written, the last "
                 f"checkpoint in {str(self.out_dir)!r} is kept: lower lr (now {self.config.lr:g}) and start a new out_dir"
             )
-        counters = self.counters
+        counters, card = self.counters, self._card(step)
         state = {
             "run": self.description, "step": step, "datasets_seen": counters.datasets_seen,
             "wall_time_s": counters.wall_time_s, "metrics": self.metrics, "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "prior_generators": [g.cpu() for g in generators], "hardware_history": self._hardware_history(step),
+            "card": dataclasses.asdict(card),  # model.pt's card, so the state alone rebuilds model.pt
         }
-        run_dir.save(self.out_dir, state, self.model, self.optimizer, self._card(step))
+        run_dir.save(self.out_dir, state, self.model, self.optimizer, card)
 
     def _hardware_history(self, step: int) -> list[dict]:
         """Which hardware trained steps 1..``step`` of this run."""

@@ -1,13 +1,15 @@
 """The run folder of a pretraining run::
 
-    train_state.pt   model, optimizer, scheduler and RNG state (to resume)
+    train_state.pt   model, optimizer, scheduler and RNG state (to resume), and model.pt's card
     model.pt         the model in the equibench checkpoint format, with its model card
+                     (rebuilt exactly from train_state.pt by :func:`model_file` where it is missing)
     log.jsonl        one record per step ({"kind": "step", ...}) and per validation
     config.json      the training and prior configuration
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -17,9 +19,10 @@ from torch import nn
 
 from ..atomic_files import atomic_write_text
 from ..errors import InvalidInputError
-from ..model import ModelCard, save_checkpoint
+from ..model import ModelCard, build_model, count_parameters, save_checkpoint, size_config
 from ..model.checkpoint import atomic_torch_save
-from .optim import evaluation_weights
+from .config import TrainConfig
+from .optim import build_optimizer, evaluation_weights
 
 STATE_FILE = "train_state.pt"
 MODEL_FILE = "model.pt"
@@ -109,3 +112,36 @@ def save(out_dir: Path, state: dict, model: nn.Module, optimizer: torch.optim.Op
     atomic_torch_save(state, out_dir / STATE_FILE)
     with evaluation_weights(model, optimizer):
         save_checkpoint(model, out_dir / MODEL_FILE, card)
+
+
+def model_file(out_dir: Path) -> Path:
+    """The run's ``model.pt``; where it is missing (a committed run keeps only its training
+    state), it is first rebuilt from ``train_state.pt``: the same weights and card that the
+    last checkpoint wrote."""
+    path = out_dir / MODEL_FILE
+    if not path.exists():
+        model, card = model_from_state(out_dir)
+        save_checkpoint(model, path, card)
+    return path
+
+
+def model_from_state(out_dir: Path) -> tuple[nn.Module, ModelCard]:
+    """The model (the weights to ship, in eval mode, on CPU) and card that ``model.pt`` of the
+    checkpoint saved in ``out_dir/train_state.pt`` holds."""
+    state = load_state(out_dir)
+    if "card" not in state:
+        raise InvalidInputError(
+            f"{str(out_dir / STATE_FILE)!r} was saved by an older equibench, without the model card, so it cannot "
+            f"rebuild {MODEL_FILE}: resume the run for at least one checkpoint, which writes both"
+        )
+    known = {field.name for field in dataclasses.fields(TrainConfig)}
+    config = TrainConfig(**{k: v for k, v in state["run"]["train"].items() if k in known} | {"device": "cpu"})
+    model = build_model(config.arch, size_config(config.size, **config.model_overrides))
+    optimizer, _ = build_optimizer(model, config, torch.device("cpu"))
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    with evaluation_weights(model, optimizer):
+        shipped = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    model.load_state_dict(shipped)
+    card = ModelCard.from_dict(state["card"])
+    return model.eval(), dataclasses.replace(card, n_parameters=count_parameters(model))
