@@ -87,7 +87,9 @@ def continue_run(root: Path, arch: str, minutes: float | None, until_step: int |
         command.append("--resume")
     print(" ".join(command), flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    subprocess.run(command, check=True, env=env)
+    returncode = subprocess.run(command, env=env).returncode
+    if returncode:  # the slice said why on stderr (e.g. the run folder is in use)
+        raise SystemExit(returncode)
 
 
 def score_run(root: Path, arch: str, openml_cache: Path | None) -> dict:

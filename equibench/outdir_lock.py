@@ -44,9 +44,10 @@ class HeldLock:
 
 
 @contextmanager
-def locked_folder(folder: str | os.PathLike) -> Iterator[HeldLock]:
+def locked_folder(folder: str | os.PathLike,
+                  advice: str = "wait for it to finish, stop it, or choose another output folder") -> Iterator[HeldLock]:
     """Hold ``folder``'s lock (creating the folder) or raise FolderInUseError at once, naming
-    the process that holds it."""
+    the process that holds it and ending with ``advice``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lock = FileLock(folder / LOCK_FILE, timeout=0, thread_local=False)
@@ -54,8 +55,7 @@ def locked_folder(folder: str | os.PathLike) -> Iterator[HeldLock]:
         lock.acquire()
     except Timeout:
         raise FolderInUseError(
-            f"{str(folder)!r} is in use by {_holder(folder)}; wait for it to finish, stop it, or choose another "
-            "output folder"
+            f"{str(folder)!r} is in use by {_holder(folder)}; {advice}"
         ) from None
     held = None
     try:

@@ -32,6 +32,8 @@ from .loop import Counters, prior_batches, train
 from .optim import build_optimizer, current_lr
 from .validation import validation_metrics, validation_prior_batches
 
+RUN_IN_USE = "wait for it to stop (it checkpoints at its time limit) or stop it: two runs in one folder overwrite each other"
+
 
 class PretrainOutcome(NamedTuple):
     model_path: Path  # model.pt of the last checkpoint
@@ -61,13 +63,21 @@ def pretrain(
     keeps the earlier run's command under ``training["initialised_from"]``.
 
     A new run (no ``resume``) refuses an ``out_dir`` holding any of its files unless
-    ``overwrite``. A NaN or infinite loss (or weights) stops the run with NonFiniteLossError,
+    ``overwrite``; while another process trains in ``out_dir`` (it holds the folder's lock),
+    FolderInUseError is raised at once, naming it. A NaN or infinite loss (or weights) stops the run with NonFiniteLossError,
     keeping the last finite checkpoint."""
     if time_limit_s is not None and not time_limit_s >= 0:
         raise InvalidInputError(f"time_limit_s must be a non-negative number of seconds, got {time_limit_s!r}")
     out_dir = Path(out_dir)
     device = resolve_device(config.device)
     ddp = Distributed(device)
+    lock = run_dir.locked(out_dir, RUN_IN_USE) if ddp.is_main else nullcontext()
+    with lock:  # the process that writes holds the folder until it stops
+        return _pretrain(config, prior, out_dir, ddp, device, resume, progress, time_limit_s, overwrite)
+
+
+def _pretrain(config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distributed, device: torch.device,
+              resume: bool, progress: bool, time_limit_s: float | None, overwrite: bool) -> PretrainOutcome:
     description = describe_run(config, prior, ddp.world_size)
     state = _resumable_state(out_dir, description, config) if resume else None
     if state is None and ddp.is_main:  # alone: another rank could see files rank 0 has just written

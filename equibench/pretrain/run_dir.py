@@ -5,6 +5,9 @@
                      (rebuilt exactly from train_state.pt by :func:`model_file` where it is missing)
     log.jsonl        one record per step ({"kind": "step", ...}) and per validation
     config.json      the training and prior configuration
+
+One process at a time writes a run folder: a training run holds its lock
+(``.equibench.lock``, :func:`locked`) from before it reads the saved state until it stops.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -21,6 +27,7 @@ from ..atomic_files import atomic_write_text
 from ..errors import InvalidInputError
 from ..model import ModelCard, build_model, count_parameters, save_checkpoint, size_config
 from ..model.checkpoint import atomic_torch_save
+from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from .config import TrainConfig
 from .optim import build_optimizer, evaluation_weights
 
@@ -31,10 +38,24 @@ CONFIG_FILE = "config.json"
 RUN_FILES = (STATE_FILE, MODEL_FILE, CONFIG_FILE, LOG_FILE)
 
 
-def check_fresh(out_dir: Path, overwrite: bool) -> None:
-    """A new run never replaces files in ``out_dir`` unless ``overwrite`` says so."""
+@contextmanager
+def locked(out_dir: Path, advice: str) -> Iterator[None]:
+    """Hold the run folder's lock (creating the folder), or raise FolderInUseError at once
+    naming the process that holds it, ending with ``advice``. A folder this call created is
+    removed again when what runs inside fails before writing anything."""
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"out_dir {str(out_dir)!r} is an existing file, not a folder; choose a folder path")
+    created = not out_dir.exists()
+    with locked_folder(out_dir, advice) as lock:
+        try:
+            yield
+        except BaseException:
+            lock.remove_folder = created and set(os.listdir(out_dir)) <= {LOCK_FILE, HOLDER_FILE}
+            raise
+
+
+def check_fresh(out_dir: Path, overwrite: bool) -> None:
+    """A new run never replaces files in ``out_dir`` unless ``overwrite`` says so."""
     present = [name for name in RUN_FILES if (out_dir / name).exists()]
     if overwrite or not present:
         return
@@ -119,9 +140,12 @@ def model_file(out_dir: Path) -> Path:
     state), it is first rebuilt from ``train_state.pt``: the same weights and card that the
     last checkpoint wrote."""
     path = out_dir / MODEL_FILE
-    if not path.exists():
-        model, card = model_from_state(out_dir)
-        save_checkpoint(model, path, card)
+    if path.exists():
+        return path
+    with locked(out_dir, f"wait for its next checkpoint, which writes {MODEL_FILE}, or stop it"):
+        if not path.exists():  # a run may have written it before this process took the lock
+            model, card = model_from_state(out_dir)
+            save_checkpoint(model, path, card)
     return path
 
 

@@ -1,10 +1,14 @@
-"""The run folder: a new run never replaces another's files, resume needs a saved state, and
-the saved state alone rebuilds model.pt exactly."""
+"""The run folder: a new run never replaces another's files, resume needs a saved state, one
+process at a time writes it, and the saved state alone rebuilds model.pt exactly."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,17 +16,23 @@ import torch
 from typer.testing import CliRunner
 
 from equibench.cli import app
-from equibench.errors import InvalidInputError
+from equibench.errors import FolderInUseError, InvalidInputError
 from equibench.model import load_checkpoint
 from equibench.pretrain import model_file, pretrain
 from equibench.pretrain.run_dir import CONFIG_FILE, LOG_FILE, MODEL_FILE, STATE_FILE, check_fresh, start
 
-from .common import PRIOR, tiny_config
+from .common import PRIOR, log_records, tiny_config
 
 
 def test_run_directory_guards(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist; start with resume=False"):
         pretrain(tiny_config(), PRIOR, tmp_path / "run", resume=True, progress=False)
+    assert not (tmp_path / "run").exists()  # a refused run leaves no folder behind
+    (tmp_path / "file").write_text("the user's file\n")
+    for resume in (False, True):
+        with pytest.raises(FileExistsError, match="is an existing file, not a folder"):
+            pretrain(tiny_config(), PRIOR, tmp_path / "file", resume=resume, progress=False)
+    assert (tmp_path / "file").read_text() == "the user's file\n"
     pretrain(tiny_config(steps=1, checkpoint_every=1), PRIOR, tmp_path / "run", progress=False)
     with pytest.raises(FileExistsError, match="pass resume=True to continue it, overwrite=True to replace it"):
         pretrain(tiny_config(steps=1, checkpoint_every=1), PRIOR, tmp_path / "run", progress=False)
@@ -36,8 +46,6 @@ def test_check_fresh_names_the_files_of_another_run(tmp_path):
     (tmp_path / STATE_FILE).write_text("")
     with pytest.raises(FileExistsError, match="already holds a training run"):
         check_fresh(tmp_path, overwrite=False)
-    with pytest.raises(FileExistsError, match="is an existing file, not a folder"):
-        check_fresh(tmp_path / LOG_FILE, overwrite=False)
 
 
 def test_start_keeps_the_log_up_to_the_saved_step_and_drops_a_torn_last_line(tmp_path):
@@ -114,3 +122,71 @@ def test_a_state_without_its_card_refuses_to_rebuild_model_pt(tmp_path):
     assert not (run / MODEL_FILE).exists()
     result = CliRunner().invoke(app, ["export", str(run), "--out", str(tmp_path / "x.pt")])
     assert result.exit_code == 2 and "without the model card" in result.output and "Traceback" not in result.output
+
+
+@pytest.fixture
+def held_folder(tmp_path):
+    """``tmp_path / "run"`` locked by another process (as a running pretrain holds it); yields that process."""
+    run = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from equibench.outdir_lock import locked_folder\n"
+         f"with locked_folder({str(run)!r}):\n    print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _run_files(run: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in run.iterdir() if not path.name.startswith(".equibench.lock")}
+
+
+def test_a_run_folder_in_use_refuses_a_second_pretrain_and_a_rebuild(tmp_path, held_folder):
+    run = tmp_path / "run"
+    pretrain(tiny_config(steps=3), PRIOR, tmp_path / "done", progress=False)
+    for name in (STATE_FILE, CONFIG_FILE, LOG_FILE):  # a saved run, as if the holder were training it
+        (run / name).write_bytes((tmp_path / "done" / name).read_bytes())
+    before = _run_files(run)
+    for resume in (True, False):
+        with pytest.raises(FolderInUseError, match=rf"in use by process {held_folder.pid} .*wait for it to stop"):
+            pretrain(tiny_config(steps=3), PRIOR, run, resume=resume, overwrite=True, progress=False)
+    with pytest.raises(FolderInUseError, match=f"wait for its next checkpoint, which writes {MODEL_FILE}"):
+        model_file(run)
+    result = CliRunner().invoke(app, ["pretrain", "--out", str(run), "--size", "tiny", "--steps", "3", "--resume"])
+    assert result.exit_code == 2 and f"process {held_folder.pid}" in result.output
+    assert "Traceback" not in result.output
+    assert _run_files(run) == before  # nothing read, written or removed by the refused processes
+    (run / MODEL_FILE).write_bytes((tmp_path / "done" / MODEL_FILE).read_bytes())
+    assert model_file(run) == run / MODEL_FILE  # an existing model.pt needs no lock: export while training
+
+    held_folder.kill()
+    held_folder.wait()
+    (run / MODEL_FILE).unlink()
+    assert load_checkpoint(model_file(run))[1].steps == 3  # the OS released the killed holder's lock
+
+
+def test_two_resumes_at_once_log_every_step_once(tmp_path):
+    run = tmp_path / "run"
+    config = tiny_config(steps=60, checkpoint_every=5, validate_every=30)
+    pretrain(config, PRIOR, run, progress=False, time_limit_s=0)  # checkpointed after step 1
+    outcomes = []
+
+    def resume():
+        try:
+            outcomes.append(pretrain(config, PRIOR, run, resume=True, progress=False))
+        except FolderInUseError as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=resume) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(outcomes) == 2 and any(not isinstance(outcome, FolderInUseError) for outcome in outcomes)
+    steps = collections.Counter(record["step"] for record in log_records(run) if record["kind"] == "step")
+    assert sorted(steps) == list(range(1, 61)) and set(steps.values()) == {1}
+    assert load_checkpoint(run / MODEL_FILE)[1].steps == 60
