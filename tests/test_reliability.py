@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from processes import children, wait_gone
 from typer.testing import CliRunner
 
 import equibench.pretrain.loss as pretrain_module
@@ -407,30 +408,6 @@ def test_11_evaluate_exits_non_zero_when_cells_failed(tmp_path, monkeypatch):
 
 # -- 12. no orphaned workers, clean stop on SIGTERM ----------------------------------------------
 
-def _children(pid: int) -> set[int]:
-    children = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            children.add(int(stat.parent.name))
-    return children
-
-
-def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.add(pid)
-    return alive
-
-
 def _start_parallel_run(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     command = [sys.executable, "-m", "equibench.cli", "evaluate", "--suite", "demo", "--jobs", "2", "--folds", "0-4",
                "--methods", "knn,linear-model,decision-tree,random-forest", "--out", str(tmp_path / "run"), "--no-progress"]
@@ -439,16 +416,9 @@ def _start_parallel_run(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not list((tmp_path / "run" / "cells").glob("*.json")):
         time.sleep(0.1)
-    workers = _children(process.pid)
+    workers = children(process.pid)
     assert process.poll() is None and len(workers) >= 2, "the run should be in progress with its workers"
     return process, workers
-
-
-def _wait_gone(pids: set[int], seconds: float) -> set[int]:
-    deadline = time.monotonic() + seconds
-    while _alive(pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return _alive(pids)
 
 
 @pytest.mark.slow
@@ -457,7 +427,7 @@ def test_12_workers_exit_when_their_parent_is_killed(tmp_path):
     process, workers = _start_parallel_run(tmp_path)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    left = _wait_gone(workers, 15)
+    left = wait_gone(workers, 15)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, "workers outlived their killed parent"
@@ -470,7 +440,7 @@ def test_12_sigterm_stops_the_run_cleanly_and_it_resumes(tmp_path):
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130 and "interrupted: every finished cell is stored" in stderr
-    assert not _wait_gone(workers, 15)
+    assert not wait_gone(workers, 15)
     out = tmp_path / "run"
     cells = len(list((out / "cells").glob("*.json")))
     assert len(pd.read_csv(out / "results.csv")) == cells and not list(out.glob("**/.*.tmp"))

@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
+import threading
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from ..errors import InvalidInputError
 from . import output
@@ -25,6 +31,31 @@ Size = Enum("Size", {name: name for name in SIZE_NAMES}, type=str)
 Schedule = Enum("Schedule", {name: name for name in SCHEDULE_NAMES}, type=str)
 FeatureCounts = Enum("FeatureCounts", {name: name for name in FEATURE_COUNT_NAMES}, type=str)
 WeightsDtype = Enum("WeightsDtype", {name: name for name in ("float32", "float16", "bfloat16")}, type=str)
+
+
+STOP_REQUESTED = (b"stopping after the step in flight, checkpointed (Ctrl-C again stops at once, losing the steps "
+                  b"since the last checkpoint)\n")
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: threading.Event):
+    """While the block runs, the first Ctrl-C or SIGTERM sets ``stop`` (the run stops after the
+    step in flight, checkpointed); a second one raises KeyboardInterrupt at once."""
+    def request(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        os.write(sys.stderr.fileno(), STOP_REQUESTED)  # async-signal-safe, unlike print
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        yield
+        return
+    previous = {number: signal.signal(number, request) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _parse_curriculum(text: str | None) -> tuple[tuple[int, int], ...]:
@@ -81,7 +112,10 @@ def pretrain(
     time_limit: Annotated[Optional[float], typer.Option(help="Minutes: stop, checkpointed, before a step would end later (for wall-time limits); continue with --resume.")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
-    """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes)."""
+    """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes).
+
+    Ctrl-C or SIGTERM stops the run after the step in flight, checkpointed (exit status 130);
+    continue it with the same command plus --resume."""
     from ..pretrain import TrainConfig
     from ..pretrain import pretrain as run_pretraining
     from ..prior import PriorConfig
@@ -107,17 +141,27 @@ def pretrain(
         raise InvalidInputError(f"--time-limit takes a positive number of minutes, got {time_limit}")
     if resume and overwrite:
         raise InvalidInputError("--resume continues the run in --out and --overwrite replaces it: pass one of them")
-    outcome = run_pretraining(
-        config, prior, out, resume=resume, progress=progress,
-        time_limit_s=None if time_limit is None else 60 * time_limit, overwrite=overwrite,
-    )
+    stop = threading.Event()
+    try:
+        with stop_on_signals(stop):
+            outcome = run_pretraining(
+                config, prior, out, resume=resume, progress=progress,
+                time_limit_s=None if time_limit is None else 60 * time_limit, overwrite=overwrite, stop=stop,
+            )
+    except KeyboardInterrupt:
+        output.errors.print(f"[yellow]interrupted:[/yellow] {escape(str(out))} keeps its last checkpoint (every "
+                            "--checkpoint-every steps); continue with the same command plus --resume", highlight=False)
+        raise typer.Exit(code=130) from None
     if outcome.finished:
         output.console.print(f"model written to {outcome.model_path}")
-    else:
-        output.console.print(
-            f"stopped by --time-limit at step {outcome.step} of {outcome.steps}, checkpointed; {outcome.model_path} "
-            "holds the model so far. Continue with the same command plus --resume."
-        )
+        return
+    cause = {"time limit": "--time-limit", "stop request": "Ctrl-C or SIGTERM"}[outcome.stopped_by]
+    output.console.print(
+        f"stopped by {cause} at step {outcome.step} of {outcome.steps}, checkpointed; {outcome.model_path} "
+        "holds the model so far. Continue with the same command plus --resume."
+    )
+    if outcome.stopped_by == "stop request":
+        raise typer.Exit(code=130)
 
 
 def export(

@@ -1,7 +1,7 @@
 """``equibench evaluate``: every method on every task and fold of a suite, resumable.
 
 Modules: ``run`` (plan, resume and run: ``evaluate`` / ``evaluate_frame``), ``cells`` (one
-cell: task, fold, method, settings), ``backends`` and ``worker_guard`` (where cells run),
+cell: task, fold, method, settings), ``backends`` (where cells run),
 ``tabzilla`` and ``metrics`` (the protocol's preprocessing and per-cell metrics),
 ``results_store`` (cells on disk) and ``run_manifest`` (the settings a folder's numbers
 depend on).

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import InvalidInputError
+from ..worker_guard import exit_with_parent
 from .cells import Cell, CellContext, cached_task, run_cell
-from .worker_guard import exit_with_parent
 
 
 class CellBackend(ABC):

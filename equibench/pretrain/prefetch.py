@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import os
+import signal
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
 from ..prior import PriorBatch, PriorConfig, draw_batch_seed, sample_batch_from_seed
+from ..worker_guard import exit_with_parent
 
 #: Batches drawn ahead per worker.
 BATCHES_AHEAD_PER_WORKER = 2
@@ -31,7 +34,8 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
     lookahead = torch.Generator()
     lookahead.set_state(generator.get_state())
     pending = collections.deque()  # futures of the batches' arrays, in stream order
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_thread)
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_setup,
+                               initargs=(os.getpid(),))
     try:
         while True:
             while len(pending) < BATCHES_AHEAD_PER_WORKER * workers:
@@ -43,8 +47,13 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _one_thread() -> None:
+def _worker_setup(parent_pid: int) -> None:
+    """One thread per worker, which exits with its training process. Ctrl-C and SIGTERM are the
+    training process's to handle (it stops after the step in flight, then shuts the workers
+    down), so a worker ignores them."""
     torch.set_num_threads(1)
+    exit_with_parent(parent_pid)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _batch_arrays(prior: PriorConfig, batch_size: int, seed: int) -> tuple:

@@ -9,6 +9,7 @@ import datetime
 import os
 import shlex
 import sys
+import threading
 import time
 from contextlib import closing, nullcontext
 from pathlib import Path
@@ -39,6 +40,7 @@ class PretrainOutcome(NamedTuple):
     model_path: Path  # model.pt of the last checkpoint
     step: int  # the step it holds
     steps: int  # the run's total
+    stopped_by: str | None = None  # why it stopped early: "time limit" or "stop request"
 
     @property
     def finished(self) -> bool:
@@ -53,11 +55,13 @@ def pretrain(
     progress: bool = True,
     time_limit_s: float | None = None,
     overwrite: bool = False,
+    stop: threading.Event | None = None,
 ) -> PretrainOutcome:
     """Train (or resume) a model on the prior, in the run folder ``out_dir`` (``run_dir``).
 
     ``time_limit_s`` stops this invocation early, checkpointed, before a step would end past
-    the limit (at the mean pace of its steps so far); ``resume=True`` continues exactly.
+    the limit (at the mean pace of its steps so far); so does setting ``stop`` (e.g. from a
+    signal handler), after the step in flight; ``resume=True`` continues exactly.
     With ``config.init_from`` the run starts from that checkpoint's weights (fresh optimizer
     and schedule); the model card then counts steps, datasets and time over both runs and
     keeps the earlier run's command under ``training["initialised_from"]``.
@@ -73,11 +77,12 @@ def pretrain(
     ddp = Distributed(device)
     lock = run_dir.locked(out_dir, RUN_IN_USE) if ddp.is_main else nullcontext()
     with lock:  # the process that writes holds the folder until it stops
-        return _pretrain(config, prior, out_dir, ddp, device, resume, progress, time_limit_s, overwrite)
+        return _pretrain(config, prior, out_dir, ddp, device, resume, progress, time_limit_s, overwrite, stop)
 
 
 def _pretrain(config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distributed, device: torch.device,
-              resume: bool, progress: bool, time_limit_s: float | None, overwrite: bool) -> PretrainOutcome:
+              resume: bool, progress: bool, time_limit_s: float | None, overwrite: bool,
+              stop: threading.Event | None) -> PretrainOutcome:
     description = describe_run(config, prior, ddp.world_size)
     state = _resumable_state(out_dir, description, config) if resume else None
     if state is None and ddp.is_main:  # alone: another rank could see files rank 0 has just written
@@ -94,7 +99,7 @@ def _pretrain(config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distr
         if state is None:
             model.load_state_dict(initial_weights)
     run = _Run(config, prior, out_dir, ddp, model, optimizer, scheduler, generator, description, lineage,
-               amp=device.type == "cuda" if config.amp is None else config.amp, time_limit_s=time_limit_s)
+               amp=device.type == "cuda" if config.amp is None else config.amp, time_limit_s=time_limit_s, stop=stop)
     if state is not None:
         run.restore(state)
     if ddp.is_main:
@@ -109,7 +114,7 @@ def _pretrain(config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distr
         train(model, optimizer, scheduler, batches, config, run.counters, run.on_step, ddp, autocast)
     ddp.barrier()
     ddp.close()
-    return PretrainOutcome(out_dir / run_dir.MODEL_FILE, run.counters.step, config.steps)
+    return PretrainOutcome(out_dir / run_dir.MODEL_FILE, run.counters.step, config.steps, run.stopped_by)
 
 
 def _resumable_state(out_dir: Path, description: dict, config: TrainConfig) -> dict:
@@ -147,10 +152,11 @@ class _Run:
 
     def __init__(self, config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distributed, model: nn.Module,
                  optimizer, scheduler, generator: torch.Generator, description: dict, lineage: dict | None,
-                 amp: bool, time_limit_s: float | None):
+                 amp: bool, time_limit_s: float | None, stop: threading.Event | None):
         self.config, self.prior, self.out_dir, self.ddp = config, prior, out_dir, ddp
         self.model, self.optimizer, self.scheduler, self.generator = model, optimizer, scheduler, generator
         self.description, self.lineage, self.amp, self.time_limit_s = description, lineage, amp, time_limit_s
+        self.stop, self.stopped_by = stop, None
         self.counters, self.metrics, self.validation_batches = Counters(), {}, []
         self.command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
         self.hardware = f"{ddp.world_size} x {hardware_description(ddp.device)}"
@@ -188,7 +194,8 @@ class _Run:
             self.validate(0)
 
     def on_step(self, record: dict) -> bool:
-        """After a step: log it, validate and checkpoint on schedule; whether the time limit stops the run here."""
+        """After a step: log it, validate and checkpoint on schedule; whether the time limit or a stop
+        request stops the run here."""
         step, config = record["step"], self.config
         if self.ddp.is_main:
             run_dir.append_log(self.out_dir, record)
@@ -199,17 +206,22 @@ class _Run:
         checkpointed = step % config.checkpoint_every == 0 or step == config.steps
         if checkpointed:
             self.save(step)
-        if self.time_limit_s is None or step == config.steps or not self._out_of_time(step):
+        self.stopped_by = None if step == config.steps else self._stop_reason(step)
+        if self.stopped_by is None:
             return False
         if not checkpointed:
             self.save(step)
         return True
 
-    def _out_of_time(self, step: int) -> bool:
-        """Whether one more step (at this invocation's mean pace) would end past the limit; every
-        process gets the same answer."""
+    def _stop_reason(self, step: int) -> str | None:
+        """Why to stop after ``step``: "stop request" (``stop`` is set) or "time limit" (one more
+        step at this invocation's mean pace would end past it); every process gets the same answer."""
+        if self.stop is not None and self.ddp.any(self.stop.is_set()):
+            return "stop request"
+        if self.time_limit_s is None:
+            return None
         elapsed = time.perf_counter() - self.started
-        return self.ddp.any(elapsed + elapsed / (step - self.start_step) >= self.time_limit_s)
+        return "time limit" if self.ddp.any(elapsed + elapsed / (step - self.start_step) >= self.time_limit_s) else None
 
     def validate(self, step: int) -> None:
         """Validate the weights to ship; the metrics go to the log and the next checkpoint's card."""

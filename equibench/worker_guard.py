@@ -1,9 +1,10 @@
 """Worker processes that never outlive the process that started them.
 
-A killed `equibench evaluate` (SIGKILL, an OOM kill) cannot stop its workers, and a worker
-waiting for its next cell would wait for good; so each worker watches its parent and exits
-when the parent is gone. Ctrl-C reaches the whole process group: workers ignore it and the
-parent stops them (see backends.LocalBackend).
+A killed `equibench evaluate` or `pretrain` (SIGKILL, an OOM kill) cannot stop its workers
+(evaluate's cells, the prior's batches drawn ahead), and a worker waiting for its next task
+would wait for good; so each worker watches its parent and exits when the parent is gone.
+Ctrl-C reaches the whole process group: workers ignore it and the parent stops them (see
+evaluate.backends.LocalBackend, pretrain.prefetch).
 """
 
 from __future__ import annotations

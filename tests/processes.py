@@ -1,0 +1,40 @@
+"""Child processes of a test's subprocess, read from /proc (Linux): which exist, which are gone."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def children(pid: int) -> set[int]:
+    """The pids of the processes whose parent is ``pid``."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (zombies count as gone)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.add(pid)
+    return running
+
+
+def wait_gone(pids: set[int], seconds: float) -> set[int]:
+    """Wait up to ``seconds`` for ``pids`` to end; those still running."""
+    deadline = time.monotonic() + seconds
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive(pids)
