@@ -68,7 +68,7 @@ def main() -> None:
     print("| context rows | " + " | ".join(f"{label} acc. | {label} loss" for label in results) + " |")
     print("|---:|" + "---:|---:|" * len(results))
     for i, n in enumerate(contexts):
-        cells = " | ".join(f"{100 * r['prior_accuracy']:.1f} | {r['prior_loss']:.3f}" for r in (results[m][i] for m in results))
+        cells = " | ".join(f"{100 * r['prior_accuracy']:.1f} | {r['prior_loss']:.4f}" for r in (results[m][i] for m in results))
         print(f"| {n} | {cells} |")
     for label, rows in results.items():
         accuracies = np.array([r["prior_accuracy"] for r in rows])

@@ -33,6 +33,7 @@ from recipe_study import score
 
 from equibench.equivariance.experiment import ARCH_LABELS
 from equibench.pretrain import model_file
+from equibench.pretrain.run_dir import load_state
 from equibench.tables import markdown_table
 
 #: The chosen recipe (docs/PRETRAINING.md, "Recipe study"): every ``equibench pretrain`` option
@@ -63,9 +64,7 @@ def steps_done(folder: Path) -> int:
     log = folder / "log.jsonl"
     if not (folder / "train_state.pt").exists() or not log.exists():
         return 0
-    import torch
-
-    return int(torch.load(folder / "train_state.pt", map_location="cpu", weights_only=False)["step"])
+    return int(load_state(folder)["step"])
 
 
 def continue_run(root: Path, arch: str, minutes: float | None, until_step: int | None, device: str = "cpu",

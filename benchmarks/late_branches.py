@@ -33,6 +33,7 @@ import torch
 from cumulative_pretraining import ARCHS, BUNDLED, RECIPE, validation_records
 
 from equibench.equivariance.experiment import ARCH_LABELS
+from equibench.pretrain.run_dir import load_state
 from equibench.tables import markdown_table
 
 #: The files of a run folder that its committed state consists of.
@@ -80,7 +81,7 @@ def start_branch(folder: Path, name: str, arch: str, commit: str) -> dict:
             blob = subprocess.run(["git", "show", f"{commit}:results/pretraining/{arch}/{file}"],
                                   check=True, capture_output=True).stdout
             (folder / file).write_bytes(blob)
-        step = int(torch.load(folder / "train_state.pt", map_location="cpu", weights_only=False)["step"])
+        step = int(load_state(folder)["step"])
         start = {"kind": "branch", "name": name, "arch": arch, "from_commit": commit, "start_step": step}
         (folder / START_FILE).write_text(json.dumps(start) + "\n")
     return json.loads((folder / START_FILE).read_text())

@@ -47,7 +47,7 @@ def test_trim_then_merge_gives_the_whole_log_with_the_slice_after_its_start(gpu_
     root, aside, fetched = tmp_path / "runs", tmp_path / "aside", tmp_path / "fetched"
     for arch in ("equitabpfn", "tabpfn-star"):
         (root / arch).mkdir(parents=True)
-        torch.save({"step": 5}, root / arch / "train_state.pt")
+        torch.save({"step": 5, "run": {}}, root / arch / "train_state.pt")
         # steps 6-7 were logged by a CPU slice killed before its next checkpoint
         (root / arch / "log.jsonl").write_text(_step_lines(range(1, 8), "cpu"))
     (aside / "equitabpfn").mkdir(parents=True)
@@ -59,7 +59,7 @@ def test_trim_then_merge_gives_the_whole_log_with_the_slice_after_its_start(gpu_
         gpu_slice.trim(root, aside)
     for arch in ("equitabpfn", "tabpfn-star"):  # what `run` packs on the device: the slice resumed from step 5
         (fetched / arch).mkdir(parents=True)
-        torch.save({"step": 9}, fetched / arch / "train_state.pt")
+        torch.save({"step": 9, "run": {}}, fetched / arch / "train_state.pt")
         for name in ("model.pt", "config.json"):
             (fetched / arch / name).write_text(f"{arch} {name}")
         (fetched / arch / "log.jsonl.gz").write_bytes(gzip.compress(_step_lines(range(6, 10), "gpu").encode()))
