@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from processes import children, wait_gone
+from concurrency import children, twice_at_once, wait_gone
 from typer.testing import CliRunner
 
 import equibench.pretrain.loss as pretrain_module
@@ -218,19 +217,7 @@ def test_4_a_second_evaluate_on_a_locked_folder_is_refused_naming_the_holder(tmp
 
 def test_4_two_concurrent_runs_one_folder_lose_no_invocation(tmp_path):
     out = tmp_path / "run"
-    outcomes = []
-
-    def run():
-        try:
-            outcomes.append(evaluate(QUICK, out, progress=False))
-        except FolderInUseError as error:
-            outcomes.append(error)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = twice_at_once(lambda: evaluate(QUICK, out, progress=False))
     refused = [outcome for outcome in outcomes if isinstance(outcome, FolderInUseError)]
     finished = [outcome for outcome in outcomes if not isinstance(outcome, FolderInUseError)]
     evaluate(QUICK, out, progress=False)

@@ -8,11 +8,11 @@ import dataclasses
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 import torch
+from concurrency import twice_at_once
 from typer.testing import CliRunner
 
 from equibench.cli import app
@@ -173,19 +173,7 @@ def test_two_resumes_at_once_log_every_step_once(tmp_path):
     run = tmp_path / "run"
     config = tiny_config(steps=60, checkpoint_every=5, validate_every=30)
     pretrain(config, PRIOR, run, progress=False, time_limit_s=0)  # checkpointed after step 1
-    outcomes = []
-
-    def resume():
-        try:
-            outcomes.append(pretrain(config, PRIOR, run, resume=True, progress=False))
-        except FolderInUseError as error:
-            outcomes.append(error)
-
-    threads = [threading.Thread(target=resume) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = twice_at_once(lambda: pretrain(config, PRIOR, run, resume=True, progress=False))
     assert len(outcomes) == 2 and any(not isinstance(outcome, FolderInUseError) for outcome in outcomes)
     steps = collections.Counter(record["step"] for record in log_records(run) if record["kind"] == "step")
     assert sorted(steps) == list(range(1, 61)) and set(steps.values()) == {1}

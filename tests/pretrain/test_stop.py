@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from processes import children, wait_gone
+from concurrency import children, wait_gone
 
 from equibench.cli.training import stop_on_signals
 from equibench.pretrain import pretrain

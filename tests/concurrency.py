@@ -1,9 +1,33 @@
-"""Child processes of a test's subprocess, read from /proc (Linux): which exist, which are gone."""
+"""Concurrency in tests: one call made from two threads at once, and the child processes of
+a test's subprocess, read from /proc (Linux): which exist, which are gone."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from equibench.errors import FolderInUseError
+
+
+def twice_at_once(call: Callable[[], object]) -> list:
+    """Run ``call`` in two threads started together; what each returned, or the
+    FolderInUseError it raised."""
+    outcomes = []
+
+    def run() -> None:
+        try:
+            outcomes.append(call())
+        except FolderInUseError as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
 
 
 def children(pid: int) -> set[int]:
