@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -71,7 +70,11 @@ def continue_run(root: Path, arch: str, minutes: float | None, until_step: int |
                  prior_workers: int = 0, checkpoint_every: int = 50) -> None:
     """Run one slice: resume ``arch``'s run (or start it) until ``until_step`` or the time limit,
     on ``device`` (float32 on any device), the prior drawn by ``prior_workers`` CPU processes
-    (0: in the training process), checkpointed every ``checkpoint_every`` steps and at the end."""
+    (0: in the training process), checkpointed every ``checkpoint_every`` steps and at the end.
+
+    The slice replaces this process (exec), so Ctrl-C and SIGTERM reach `equibench pretrain`
+    itself, which stops after the step in flight, checkpointed, and its exit status is this
+    command's."""
     folder = run_dir(root, arch)
     done = steps_done(folder)
     target = until_step if until_step is not None else done + _SLICE_STEPS
@@ -86,9 +89,7 @@ def continue_run(root: Path, arch: str, minutes: float | None, until_step: int |
         command.append("--resume")
     print(" ".join(command), flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    returncode = subprocess.run(command, env=env).returncode
-    if returncode:  # the slice said why on stderr (e.g. the run folder is in use)
-        raise SystemExit(returncode)
+    os.execve(sys.executable, command, env)
 
 
 def score_run(root: Path, arch: str, openml_cache: Path | None) -> dict:
