@@ -131,7 +131,7 @@ def held_folder(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import time; from equibench.outdir_lock import locked_folder\n"
          f"with locked_folder({str(run)!r}):\n    print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, cwd=tmp_path,  # not the checkout: import the installed equibench
     )
     try:
         assert holder.stdout.readline().strip() == "locked"

@@ -57,7 +57,8 @@ def _train_until_signalled(out, number: int, *extra: str) -> tuple[subprocess.Co
     log = out / "log.jsonl"
     logged = log.read_text().count('"kind": "step"') if log.exists() else 0
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+                               env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True,
+                               cwd=out.parent)  # not the checkout: run the installed equibench
     try:
         deadline = time.monotonic() + 120
         while not (log.exists() and log.read_text().count('"kind": "step"') >= logged + 3):
