@@ -50,7 +50,9 @@ def stop_on_signals(stop: threading.Event):
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
         yield
         return
-    previous = {number: signal.signal(number, request) for number in (signal.SIGINT, signal.SIGTERM)}
+    # a signal this process was started ignoring (SIGINT in a shell's background job) stays ignored
+    numbers = [n for n in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(n) is not signal.SIG_IGN]
+    previous = {number: signal.signal(number, request) for number in numbers}
     try:
         yield
     finally:

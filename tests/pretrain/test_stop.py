@@ -37,13 +37,35 @@ def test_a_stop_request_stops_after_the_step_in_flight_and_resume_continues_exac
 
 
 def test_the_first_signal_requests_a_stop_and_the_second_interrupts_at_once():
-    stop = threading.Event()
-    with pytest.raises(KeyboardInterrupt), stop_on_signals(stop):
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.is_set()  # no exception: the run goes on to the end of its step
-        os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    stop, before = threading.Event(), signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a background job ignores it)
+    try:
+        with pytest.raises(KeyboardInterrupt), stop_on_signals(stop):
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.is_set()  # no exception: the run goes on to the end of its step
+            os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_signal_the_process_ignores_stays_ignored():
+    stop, before = threading.Event(), signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a shell's background job
+    try:
+        with stop_on_signals(stop):
+            os.kill(os.getpid(), signal.SIGINT)
+            assert not stop.is_set()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _sigint_as_in_a_terminal() -> None:
+    """In the child: Ctrl-C's default action, even when the tests run as a background job
+    (which ignores SIGINT, and a child inherits that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _train_until_signalled(out, number: int, *extra: str) -> tuple[subprocess.CompletedProcess, set[int]]:
@@ -58,7 +80,8 @@ def _train_until_signalled(out, number: int, *extra: str) -> tuple[subprocess.Co
     logged = log.read_text().count('"kind": "step"') if log.exists() else 0
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True,
-                               cwd=out.parent)  # not the checkout: run the installed equibench
+                               cwd=out.parent,  # not the checkout: run the installed equibench
+                               preexec_fn=_sigint_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 120
         while not (log.exists() and log.read_text().count('"kind": "step"') >= logged + 3):
