@@ -47,6 +47,7 @@ SETTINGS = {
     "1 none": {"n_estimators": 1, "feature_transforms": ("none",), "softmax_temperature": 0.8},
     "2 none+quantile T0.8": {"n_estimators": 2, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.8},
     "4 none T0.8": {"n_estimators": 4, "feature_transforms": ("none",), "softmax_temperature": 0.8},
+    "4 quantile T0.8": {"n_estimators": 4, "feature_transforms": ("quantile",), "softmax_temperature": 0.8},
     "8 none+quantile T0.8": {"n_estimators": 8, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.8},
     "4 none+quantile T0.9": {"n_estimators": 4, "feature_transforms": ("none", "quantile"), "softmax_temperature": 0.9},
     "4 none+quantile T1.0": {"n_estimators": 4, "feature_transforms": ("none", "quantile"), "softmax_temperature": 1.0},
