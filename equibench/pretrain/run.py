@@ -68,8 +68,8 @@ def pretrain(
 
     A new run (no ``resume``) refuses an ``out_dir`` holding any of its files unless
     ``overwrite``; while another process trains in ``out_dir`` (it holds the folder's lock),
-    FolderInUseError is raised at once, naming it. A NaN or infinite loss (or weights) stops the run with NonFiniteLossError,
-    keeping the last finite checkpoint."""
+    FolderInUseError is raised at once, naming it. A NaN or infinite loss (or weights) stops
+    the run with NonFiniteLossError, keeping the last finite checkpoint."""
     if time_limit_s is not None and not time_limit_s >= 0:
         raise InvalidInputError(f"time_limit_s must be a non-negative number of seconds, got {time_limit_s!r}")
     out_dir = Path(out_dir)
