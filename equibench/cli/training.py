@@ -60,6 +60,19 @@ def stop_on_signals(stop: threading.Event):
             signal.signal(number, handler)
 
 
+def _after_interrupt(out: Path) -> str:
+    """What a run stopped at once (a second Ctrl-C) left in ``out`` and how to go on."""
+    from ..pretrain.run_dir import STATE_FILE, load_state
+
+    try:
+        step = load_state(out)["step"]
+    except (InvalidInputError, FileNotFoundError):
+        return (f"{escape(str(out))} holds no checkpoint of this run yet; start it again with the same command plus "
+                "--overwrite")
+    return (f"{escape(str(out))} keeps its last checkpoint, step {step} ({STATE_FILE}); continue with the same command "
+            "plus --resume")
+
+
 def _parse_curriculum(text: str | None) -> tuple[tuple[int, int], ...]:
     """``"STEP:ROWS,STEP:ROWS"`` as ((step, rows), ...)."""
     if not text:
@@ -151,8 +164,7 @@ def pretrain(
                 time_limit_s=None if time_limit is None else 60 * time_limit, overwrite=overwrite, stop=stop,
             )
     except KeyboardInterrupt:
-        output.errors.print(f"[yellow]interrupted:[/yellow] {escape(str(out))} keeps its last checkpoint (every "
-                            "--checkpoint-every steps); continue with the same command plus --resume", highlight=False)
+        output.errors.print(f"[yellow]interrupted:[/yellow] {_after_interrupt(out)}", highlight=False)
         raise typer.Exit(code=130) from None
     if outcome.finished:
         output.console.print(f"model written to {outcome.model_path}")

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 from concurrency import children, wait_gone
+from typer.testing import CliRunner
 
+from equibench.cli import app
 from equibench.cli.training import stop_on_signals
 from equibench.pretrain import pretrain
 
@@ -121,3 +123,24 @@ def test_the_prior_workers_exit_when_pretrain_is_killed(tmp_path):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, "the prior's worker (or its resource tracker) outlived the killed training process"
+
+
+def test_a_run_stopped_at_once_says_what_it_kept(tmp_path, monkeypatch):
+    import equibench.pretrain as library
+
+    run = tmp_path / "run"
+    command = ["pretrain", "--out", str(run), "--size", "tiny", "--steps", "3", "--rows", "64", "--validation-batches",
+               "0", "--checkpoint-every", "2", "--no-progress"]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # a second Ctrl-C during a step
+
+    monkeypatch.setattr(library, "pretrain", interrupted)
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 130 and "holds no checkpoint of this run yet" in result.output
+    assert "--overwrite" in result.output and "Traceback" not in result.output
+    monkeypatch.undo()
+    assert CliRunner().invoke(app, command).exit_code == 0  # checkpoints at steps 2 and 3
+    monkeypatch.setattr(library, "pretrain", interrupted)
+    result = CliRunner().invoke(app, [*command, "--resume"])
+    assert result.exit_code == 130 and "keeps its last checkpoint, step 3" in result.output
