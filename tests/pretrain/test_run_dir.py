@@ -28,6 +28,15 @@ def test_run_directory_guards(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist; start with resume=False"):
         pretrain(tiny_config(), PRIOR, tmp_path / "run", resume=True, progress=False)
     assert not (tmp_path / "run").exists()  # a refused run leaves no folder behind
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "notes.txt").write_text("the user's file\n")
+    with pytest.raises(FileNotFoundError, match="does not exist; start with resume=False"):
+        pretrain(tiny_config(), PRIOR, users, resume=True, progress=False)
+    with pytest.raises(FileNotFoundError):
+        model_file(users)
+    assert (users / "notes.txt").read_text() == "the user's file\n"  # a folder it did not create is kept whole
+    assert {p.name for p in users.iterdir()} <= {"notes.txt", ".equibench.lock"}
     (tmp_path / "file").write_text("the user's file\n")
     for resume in (False, True):
         with pytest.raises(FileExistsError, match="is an existing file, not a folder"):
