@@ -39,14 +39,16 @@ class ModelCard:
     size: str
     n_parameters: int = 0
     prior: dict = field(default_factory=dict)
+    # the settings of the invocation that wrote this checkpoint: after a resume, its "steps" is
+    # that invocation's step bound and its "device" that invocation's; the trained total is `steps`
     training: dict = field(default_factory=dict)
-    steps: int = 0
+    steps: int = 0  # steps trained since the start of the run (and of any run it was initialised from)
     datasets_seen: int = 0
     wall_time_s: float = 0.0
     hardware: str = ""  # one line: each hardware with the steps it trained
     hardware_history: list = field(default_factory=list)  # [{"hardware", "first_step", "last_step"}]
     metrics: dict = field(default_factory=dict)
-    command: str = ""
+    command: str = ""  # the command of the invocation that wrote this checkpoint
     seed: int | None = None
     equibench_version: str = ""
     created: str = ""
