@@ -38,7 +38,8 @@ BAR_MARGIN = 0.01  # the bar: the PFN's accuracy >= LogisticRegression's - 1 poi
 
 
 def cv_row(model, X: np.ndarray, y: np.ndarray) -> dict:
-    """The bar's 5-fold accuracy (mean over folds), log loss, errors and nearest miss of ``model``."""
+    """The bar's 5-fold accuracy (mean over folds), log loss, errors and nearest miss of
+    ``model`` on ``X`` (n, F) and ``y`` (n,), class codes 0..K-1."""
     splitter = StratifiedKFold(n_splits=5, shuffle=True, random_state=0)
     proba = cross_val_predict(model, X, y, cv=splitter, method="predict_proba")  # (n, K)
     if not np.isfinite(proba).all():
