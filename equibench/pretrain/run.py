@@ -28,6 +28,7 @@ from ..model import ModelCard, build_model, load_checkpoint, size_config
 from ..prior import PriorConfig
 from . import hardware_history, run_dir
 from .config import TrainConfig, changed_settings, describe_run
+from .deepen import can_deepen, deepened_state, layer_plan
 from .distributed import Distributed
 from .loop import Counters, prior_batches, train
 from .optim import build_optimizer, current_lr
@@ -131,19 +132,27 @@ def _resumable_state(out_dir: Path, description: dict, config: TrainConfig) -> d
 
 def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]:
     """Weights and lineage (``{"checkpoint", "steps", "datasets_seen", "wall_time_s", "command",
-    "training", "hardware_history"}``) of ``config.init_from``, checked against the model this run builds."""
+    "training", "hardware_history"}``, plus ``"layers"`` when deepened) of ``config.init_from``, checked
+    against the model this run builds: the same, or the same pre-LN model with more layers, whose new
+    layers start as identities (:mod:`.deepen`)."""
     source, card = load_checkpoint(config.init_from)
-    if source.arch != model.arch or source.config != model.config:
+    deepen = can_deepen(source, model)
+    if source.arch != model.arch or (source.config != model.config and not deepen):
         raise InvalidInputError(
             f"init_from {config.init_from!r} holds a {source.arch} model with {source.config}, but this run "
-            f"trains a {model.arch} model with {model.config}; use the same arch, size and model_overrides"
+            f"trains a {model.arch} model with {model.config}; use the same arch, size and model_overrides "
+            "(or, for a pre-LN model, only more --layers)"
         )
     lineage = {
         "checkpoint": str(config.init_from), "steps": card.steps, "datasets_seen": card.datasets_seen,
         "wall_time_s": card.wall_time_s, "command": card.command, "training": card.training,
         "hardware_history": card.hardware_history or hardware_history.unrecorded(card.steps),
     }
-    return source.state_dict(), lineage
+    if not deepen:
+        return source.state_dict(), lineage
+    lineage["layers"] = {"from": source.config.n_layers, "to": model.config.n_layers,
+                         "plan": layer_plan(source.config.n_layers, model.config.n_layers)}
+    return deepened_state(source, model), lineage
 
 
 class _Run:
