@@ -25,3 +25,8 @@ def log_records(out_dir) -> list[dict]:
 
 def step_losses(out_dir) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in log_records(out_dir) if r["kind"] == "step"]
+
+
+def validation_at(out_dir, step: int) -> dict:
+    """The run's validation record of ``step``."""
+    return next(r for r in log_records(out_dir) if r["kind"] == "validation" and r["step"] == step)

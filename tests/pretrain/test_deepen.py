@@ -10,7 +10,7 @@ from equibench.model import build_model, load_checkpoint, size_config
 from equibench.pretrain import pretrain
 from equibench.pretrain.deepen import can_deepen, deepened_state, layer_plan
 
-from .common import PRIOR, log_records, tiny_config
+from .common import PRIOR, tiny_config, validation_at
 
 
 def test_new_layers_are_spread_between_the_trained_ones():
@@ -74,8 +74,7 @@ def test_pretraining_continues_a_checkpoint_with_more_layers(tmp_path):
     assert model.config.n_layers == 3 and card.steps == 6
     assert card.training["initialised_from"]["layers"] == {"from": 2, "to": 3, "plan": [0, 1, None]}
     # step 0 of the deeper run validates exactly what the trained model scored
-    start = next(r for r in log_records(tmp_path / "second") if r["kind"] == "validation" and r["step"] == 0)
-    end_of_first = next(r for r in log_records(tmp_path / "first") if r["kind"] == "validation" and r["step"] == 3)
+    start, end_of_first = validation_at(tmp_path / "second", 0), validation_at(tmp_path / "first", 3)
     assert start["prior_loss"] == pytest.approx(end_of_first["prior_loss"], abs=1e-6)
 
 

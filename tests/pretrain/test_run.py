@@ -15,7 +15,7 @@ from equibench.model import load_checkpoint
 from equibench.pretrain import pretrain
 from equibench.prior import PriorConfig
 
-from .common import PRIOR, log_records, step_losses, tiny_config
+from .common import PRIOR, log_records, step_losses, tiny_config, validation_at
 
 #: Recipes whose resume must be exact: the paper's, and the study's options (pre-LN, QK-norm,
 #: beta2, schedule-free or WSD, a rows curriculum, tree targets in the prior).
@@ -104,8 +104,7 @@ def test_init_from_continues_from_a_checkpoint(tmp_path):
     assert card.training["initialised_from"]["checkpoint"] == str(first)
     assert card.training["initialised_from"]["steps"] == 3
     # step 0 of the continued run validates the source weights, not a fresh init
-    start = next(r for r in log_records(tmp_path / "second") if r["kind"] == "validation" and r["step"] == 0)
-    end_of_first = next(r for r in log_records(tmp_path / "first") if r["kind"] == "validation" and r["step"] == 3)
+    start, end_of_first = validation_at(tmp_path / "second", 0), validation_at(tmp_path / "first", 3)
     assert start["prior_loss"] == pytest.approx(end_of_first["prior_loss"], abs=1e-6)
 
 
