@@ -34,6 +34,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+from suffix_average import committed_state
 
 from equibench.model import save_checkpoint
 from equibench.pretrain import STATE_FILE
@@ -61,12 +62,7 @@ def source_checkpoint(arch: str, commit: str) -> Path:
     if path.exists():
         return path
     with tempfile.TemporaryDirectory() as scratch:
-        state_path = f"results/pretraining/{arch}/{STATE_FILE}"
-        shown = subprocess.run(["git", "show", f"{commit}:{state_path}"], capture_output=True)
-        if shown.returncode != 0:
-            raise SystemExit(f"no {state_path} at commit {commit!r}: {shown.stderr.decode().strip()}")
-        (Path(scratch) / STATE_FILE).write_bytes(shown.stdout)
-        model, card = model_from_state(Path(scratch))
+        model, card = model_from_state(committed_state(arch, commit, Path(scratch)))
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_checkpoint(model, path, card)
 

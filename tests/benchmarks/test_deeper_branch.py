@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture
 def branches(benchmark_module, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # it imports suffix_average
     module = benchmark_module("deeper_branch")
     monkeypatch.setattr(module, "ROOT", tmp_path)
     return module
