@@ -45,12 +45,13 @@ ROOT = Path("results/deeper-branches")
 #: The run's commit whose state each architecture's branches start from (both at step 65316).
 FROM_COMMIT = {"equitabpfn": "b0729923", "tabpfn-star": "51a1d81d"}
 LAYERS = {"restart-4": 4, "deeper-6": 6}
-#: Every `equibench pretrain` option of the branches but the architecture, layers, folder and limits.
+#: Every `equibench pretrain` option of the branches but the architecture, layers, folder, limits and
+#: the settings free on resume (device, prior workers, checkpoint and validation intervals).
 BRANCH_RECIPE = [
     "--size", "small", "--pre-ln", "--batch-size", "8", "--rows", "1024", "--seed", "1",
     "--lr", "3e-4", "--warmup-steps", "200", "--schedule", "schedule-free",
     "--nan-prob", "0.3", "--tree-fraction", "0.3", "--no-amp", "--no-progress",
-    "--validate-every", "250", "--validation-batches", "8", "--checkpoint-every", "50", "--device", "cpu",
+    "--validation-batches", "8",
 ]
 #: Upper bound of a branch's steps (schedule-free: raised freely on resume; the time limit ends a slice).
 _MAX_STEPS = 100_000
@@ -67,15 +68,25 @@ def source_checkpoint(arch: str, commit: str) -> Path:
     return save_checkpoint(model, path, card)
 
 
-def run_branch(name: str, arch: str, commit: str, minutes: float, threads: int) -> int:
-    """Resume (or start) one branch for ``minutes``; returns `equibench pretrain`'s exit status."""
+def branch_command(name: str, arch: str, commit: str, minutes: float, *, until_step: int = _MAX_STEPS,
+                   device: str = "cpu", prior_workers: int = 0, checkpoint_every: int = 50,
+                   validate_every: int = 250) -> list[str]:
+    """`equibench pretrain` resuming (or starting) one branch for ``minutes``, up to ``until_step``;
+    the validations on a GPU may be sparser (a multiple of 250 keeps the steps comparable)."""
     folder = ROOT / arch / name
-    resume = (folder / STATE_FILE).exists()
     command = [
         sys.executable, "-m", "equibench", "pretrain", "--arch", arch, *BRANCH_RECIPE,
         "--layers", str(LAYERS[name]), "--init-from", str(source_checkpoint(arch, commit)),
-        "--out", str(folder), "--steps", str(_MAX_STEPS), "--time-limit", str(minutes),
-    ] + (["--resume"] if resume else [])
+        "--out", str(folder), "--steps", str(until_step), "--time-limit", str(minutes),
+        "--device", device, "--prior-workers", str(prior_workers),
+        "--checkpoint-every", str(checkpoint_every), "--validate-every", str(validate_every),
+    ]
+    return command + (["--resume"] if (folder / STATE_FILE).exists() else [])
+
+
+def run_branch(name: str, arch: str, commit: str, minutes: float, threads: int) -> int:
+    """Resume (or start) one branch on the CPU for ``minutes``; returns `equibench pretrain`'s exit status."""
+    command = branch_command(name, arch, commit, minutes)
     print(" ".join(command), flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     return subprocess.run(command, env=env).returncode
