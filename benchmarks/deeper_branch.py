@@ -9,9 +9,13 @@ and train on the run's prior (1024-row datasets, 8 per step), side by side:
 - ``deeper-6``: 6 layers, the 2 new ones exact identities at first (``equibench pretrain
   --init-from --layers``), so both branches start from the same loss.
 
+Since 2026-11-27 the ``deeper-6`` branches (EquiTabPFN's and TabPFN*'s, on identical budgets)
+are the shipped checkpoints' run, continued here on CPU cores and by ``gpu_branches.py`` on a
+lent GPU (docs/PRETRAINING.md).
+
 Both use schedule-free AdamW at lr 3e-4 after a 200-step warm-up (a fresh average at the
 run's lr 1e-3 would first undo what the run learned), seed 1, and validate every 250 steps
-on the same 1024-row prior datasets. Each branch is a run folder that ``run`` resumes, so it
+(500 on a GPU) on the same 1024-row prior datasets. Each branch is a run folder that ``run`` resumes, so it
 continues over sessions from its committed state:
 
     python benchmarks/deeper_branch.py run restart-4 deeper-6 --arch equitabpfn --minutes 60 [--threads 1]
@@ -19,8 +23,8 @@ continues over sessions from its committed state:
 
 ``run`` with several branches trains them one after the other, each for ``--minutes`` (two
 processes with one branch each use two cores). The weights they start from are exported
-(float32, ``source-COMMIT.pt``, not committed: rebuilt when missing) from the run's state at
-the commit ``FROM_COMMIT`` names.
+(float32, ``source-COMMIT.pt``, not committed: rebuilt when a branch starts without it) from
+the run's state at the commit ``FROM_COMMIT`` names; a resumed branch does not need them.
 """
 
 from __future__ import annotations
@@ -57,9 +61,13 @@ BRANCH_RECIPE = [
 _MAX_STEPS = 100_000
 
 
+def source_path(arch: str, commit: str) -> Path:
+    return ROOT / arch / f"source-{commit}.pt"
+
+
 def source_checkpoint(arch: str, commit: str) -> Path:
     """The run's evaluation weights at ``commit`` as a float32 checkpoint (written once)."""
-    path = ROOT / arch / f"source-{commit}.pt"
+    path = source_path(arch, commit)
     if path.exists():
         return path
     with tempfile.TemporaryDirectory() as scratch:
@@ -74,14 +82,17 @@ def branch_command(name: str, arch: str, commit: str, minutes: float, *, until_s
     """`equibench pretrain` resuming (or starting) one branch for ``minutes``, up to ``until_step``;
     the validations on a GPU may be sparser (a multiple of 250 keeps the steps comparable)."""
     folder = ROOT / arch / name
+    resume = (folder / STATE_FILE).exists()
+    # a resumed branch reads its lineage from its state: the weights it started from are not needed
+    source = source_path(arch, commit) if resume else source_checkpoint(arch, commit)
     command = [
         sys.executable, "-m", "equibench", "pretrain", "--arch", arch, *BRANCH_RECIPE,
-        "--layers", str(LAYERS[name]), "--init-from", str(source_checkpoint(arch, commit)),
+        "--layers", str(LAYERS[name]), "--init-from", str(source),
         "--out", str(folder), "--steps", str(until_step), "--time-limit", str(minutes),
         "--device", device, "--prior-workers", str(prior_workers),
         "--checkpoint-every", str(checkpoint_every), "--validate-every", str(validate_every),
     ]
-    return command + (["--resume"] if (folder / STATE_FILE).exists() else [])
+    return command + (["--resume"] if resume else [])
 
 
 def run_branch(name: str, arch: str, commit: str, minutes: float, threads: int) -> int:

@@ -14,9 +14,15 @@ not exceed 16 MiB, and a 6-layer state is 19 MB); ``merge`` puts them in place h
         --minutes 7 --others-minutes 4.8 --deadline-minutes 9.3 --out $OUT       # on the device
     python benchmarks/gpu_branches.py merge /work/.device/N                       # here
 
-The weights each branch starts from (``source-COMMIT.pt``, git-ignored) travel with the
-working tree (the device call's ``carry``); the cumulative run's logs are moved aside first
-(``gpu_slice.py trim``; moved back after the call) to keep the tree within the trip's limit.
+A branch that starts there needs the weights it starts from (``source-COMMIT.pt``,
+git-ignored) in the device call's ``carry``; a resumed one does not. The tree that travels is
+limited to 64 MiB, and the committed results are more than that together, so ``aside`` first
+moves every committed file under results/ that the slice does not need (other runs' states
+and logs, evaluation results) to ``runs/gpu-branches-aside/`` (ignored by git), and ``back``
+returns them after the call (refusing to overwrite anything written there since):
+
+    python benchmarks/gpu_branches.py aside equitabpfn/deeper-6 tabpfn-star/deeper-6   # here, before
+    python benchmarks/gpu_branches.py back                                             # here, after
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ FILES = ("config.json", "log.jsonl", "model.pt", "train_state.pt")
 ARCHIVE = "branches.tar"
 MANIFEST = "slice.json"
 PART_BYTES = 15 * 2**20
+ASIDE = Path("runs/gpu-branches-aside")
 #: A GPU slice checkpoints at its end (its files come back only then) and validates every 500 steps.
 _GPU_SETTINGS = {"checkpoint_every": 500, "validate_every": 500}
 
@@ -126,6 +133,47 @@ def merge(fetched: Path) -> None:
             print(f"{key}: step {steps['from']} -> {steps_done(folder)}", flush=True)
 
 
+def git_files(*options: str) -> list[Path]:
+    """The files ``git ls-files OPTIONS`` lists, present in the working tree."""
+    listed = subprocess.run(["git", "ls-files", "-z", *options], check=True, capture_output=True).stdout
+    return [Path(name) for name in listed.decode().split("\0") if name and Path(name).is_file()]
+
+
+def travelling_bytes() -> int:
+    """The size of what a device call sends: tracked files and untracked files git does not ignore."""
+    return sum(path.stat().st_size for path in git_files() + git_files("--others", "--exclude-standard"))
+
+
+def set_aside(branches: list[tuple[str, str]], aside: Path = ASIDE) -> list[Path]:
+    """Move the committed files under results/ that are not in the ``branches``' folders to
+    ``aside`` (same relative paths); returns the moved paths."""
+    needed = [ROOT / arch / name for arch, name in branches]
+    moving = [path for path in git_files("results") if not any(path.is_relative_to(folder) for folder in needed)]
+    for path in moving:
+        if (aside / path).exists():
+            raise SystemExit(f"{aside / path} already holds a file set aside: run `back` first")
+    for path in moving:
+        (aside / path).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, aside / path)
+    print(f"moved {len(moving)} files ({sum((aside / p).stat().st_size for p in moving) / 1e6:.1f} MB) to {aside}; "
+          f"the tree now sends {travelling_bytes() / 2**20:.1f} MiB before `carry`", flush=True)
+    return moving
+
+
+def bring_back(aside: Path = ASIDE) -> list[Path]:
+    """Return every file ``set_aside`` moved to ``aside`` to its place; refused, moving nothing,
+    where a file has been written at its place since."""
+    moved = sorted(path.relative_to(aside) for path in aside.rglob("*") if path.is_file()) if aside.exists() else []
+    taken = [path for path in moved if path.exists()]
+    if taken:
+        raise SystemExit(f"{taken[0]} exists again (written since it was set aside); compare it with "
+                         f"{aside / taken[0]} and move one of them by hand; nothing moved back")
+    for path in moved:
+        os.replace(aside / path, path)
+    print(f"moved {len(moved)} files back from {aside}", flush=True)
+    return moved
+
+
 def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
     preflight(args.device)
@@ -159,13 +207,20 @@ def main() -> None:
                         help="from the start of this script: the catch-up phase ends before it")
     slice_.add_argument("--device", default="cuda")
     slice_.add_argument("--prior-workers", type=int, default=7, help="prior processes per branch")
-    back = sub.add_parser("merge", help="here, after the call: the fetched parts into the branch folders")
-    back.add_argument("fetched", type=Path, help="the folder the fetched parts lie in")
+    fetch = sub.add_parser("merge", help="here, after the call: the fetched parts into the branch folders")
+    fetch.add_argument("fetched", type=Path, help="the folder the fetched parts lie in")
+    aside = sub.add_parser("aside", help="here, before the call: large committed files the slice does not need aside")
+    aside.add_argument("branches", nargs="+", type=branch, help="ARCH/BRANCH, the branches the slice trains")
+    sub.add_parser("back", help="here, after the call: the files set aside back in place")
     args = parser.parse_args()
     if args.command == "run":
         run(args)
-    else:
+    elif args.command == "merge":
         merge(args.fetched)
+    elif args.command == "aside":
+        set_aside(args.branches)
+    else:
+        bring_back()
 
 
 if __name__ == "__main__":

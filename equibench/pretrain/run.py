@@ -94,8 +94,8 @@ def _pretrain(config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distr
     optimizer, scheduler = build_optimizer(model, config, ddp.device)
     # the prior stream's seeds come from the CPU, so a run resumes on another device
     generator = torch.Generator().manual_seed(config.seed * 1_000_003 + ddp.rank)
-    lineage = None
-    if config.init_from is not None:
+    lineage = _saved_lineage(state)  # a resumed run reads its lineage from its state, not init_from's file
+    if config.init_from is not None and lineage is None:
         initial_weights, lineage = _initial_weights(config, model)
         if state is None:
             model.load_state_dict(initial_weights)
@@ -128,6 +128,12 @@ def _resumable_state(out_dir: Path, description: dict, config: TrainConfig) -> d
             "saved settings (its config.json), or a new out_dir"
         )
     return state
+
+
+def _saved_lineage(state: dict | None) -> dict | None:
+    """The lineage a saved training state's card records (None for a new run, a run not started
+    from ``init_from``, or a state saved before cards were kept in it)."""
+    return None if state is None else state.get("card", {}).get("training", {}).get("initialised_from")
 
 
 def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]:

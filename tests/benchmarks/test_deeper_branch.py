@@ -58,3 +58,15 @@ def test_table_puts_the_branches_side_by_side(branches, tmp_path):
         "| 0 | restart-4 | 0.6600 | 70.0 | 96.0 |", "| 0 | deeper-6 | 0.6600 | 70.0 | 96.0 |",
         "| 250 | restart-4 | 0.6500 | 70.0 | 96.0 |", "| 250 | deeper-6 | 0.6400 | 70.0 | 96.0 |",
     ]
+
+
+def test_a_resumed_branch_does_not_need_the_weights_it_started_from(branches, tmp_path, monkeypatch):
+    def unavailable(arch, commit):
+        raise AssertionError("a resumed branch rebuilt its source checkpoint")
+
+    monkeypatch.setattr(branches, "source_checkpoint", unavailable)
+    (tmp_path / "tabpfn-star" / "deeper-6").mkdir(parents=True)
+    (tmp_path / "tabpfn-star" / "deeper-6" / "train_state.pt").write_bytes(b"")
+    command = branches.branch_command("deeper-6", "tabpfn-star", "abc123", 5, device="cuda")
+    assert command[command.index("--init-from") + 1] == str(tmp_path / "tabpfn-star" / "source-abc123.pt")
+    assert command[-1] == "--resume"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,37 @@ def test_the_branch_behind_catches_up_to_the_leaders_step(gpu_branches, tmp_path
     assert "equitabpfn" in command[command.index("--out") + 1] and command[command.index("--steps") + 1] == "6000"
     assert command[command.index("--prior-workers") + 1] == "14"
     assert packed == ("pack", {"equitabpfn/deeper-6": 521, "tabpfn-star/deeper-6": 0})
+
+
+def test_aside_moves_the_committed_results_the_slice_does_not_need_and_back_restores_them(
+        gpu_branches, tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    files = {"results/pretraining/equitabpfn/train_state.pt": 2**20, "results/pretraining/equitabpfn/config.json": 100, ".gitignore": 0,
+             "results/deeper-branches/equitabpfn/deeper-6/train_state.pt": 2**20,
+             "results/deeper-branches/equitabpfn/restart-4/train_state.pt": 2**20 + 1, "model/equitabpfn-small.pt": 2**21}
+    for name, size in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_bytes(name.encode().ljust(size, b"."))
+    (repo / ".gitignore").write_text("/runs/\n")  # as in the repository: what is set aside does not travel
+    files[".gitignore"] = len("/runs/\n")
+    monkeypatch.chdir(repo)
+    subprocess.run(["git", "init", "-q"], check=True)
+    subprocess.run(["git", "add", "."], check=True)
+    gpu_branches.ROOT = Path("results/deeper-branches")
+    before = gpu_branches.travelling_bytes()
+    assert before == sum(files.values())
+
+    moved = gpu_branches.set_aside([("equitabpfn", "deeper-6")], aside=Path("runs/aside"))
+    assert sorted(map(str, moved)) == ["results/deeper-branches/equitabpfn/restart-4/train_state.pt",
+                                       "results/pretraining/equitabpfn/config.json",
+                                       "results/pretraining/equitabpfn/train_state.pt"]
+    assert gpu_branches.travelling_bytes() == before - 2**21 - 101
+    (repo / moved[0]).write_bytes(b"written since")
+    with pytest.raises(SystemExit, match="exists again"):
+        gpu_branches.bring_back(Path("runs/aside"))
+    assert (repo / "runs/aside" / moved[1]).exists()
+    (repo / moved[0]).unlink()
+    gpu_branches.bring_back(Path("runs/aside"))
+    for name, size in files.items():
+        if name != ".gitignore":
+            assert (repo / name).read_bytes() == name.encode().ljust(size, b".")

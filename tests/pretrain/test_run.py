@@ -108,6 +108,18 @@ def test_init_from_continues_from_a_checkpoint(tmp_path):
     assert start["prior_loss"] == pytest.approx(end_of_first["prior_loss"], abs=1e-6)
 
 
+def test_a_continued_run_resumes_without_the_checkpoint_it_started_from(tmp_path):
+    first = pretrain(tiny_config(steps=3), PRIOR, tmp_path / "first", progress=False).model_path
+    continued = tiny_config(steps=4, init_from=str(first), seed=1)
+    pretrain(continued, PRIOR, tmp_path / "second", progress=False, time_limit_s=0)  # stops after step 1
+    uninterrupted = pretrain(continued, PRIOR, tmp_path / "whole", progress=False).model_path
+    first.rename(tmp_path / "moved.pt")  # e.g. a git-ignored file not carried to another machine
+    resumed = pretrain(continued, PRIOR, tmp_path / "second", resume=True, progress=False).model_path
+    assert step_losses(tmp_path / "second") == step_losses(tmp_path / "whole")
+    (_, card), (_, whole_card) = load_checkpoint(resumed), load_checkpoint(uninterrupted)
+    assert card.steps == 7 and card.training["initialised_from"] == whole_card.training["initialised_from"]
+
+
 def test_init_from_refuses_a_different_model(tmp_path):
     first = pretrain(tiny_config(steps=1), PRIOR, tmp_path / "first", progress=False).model_path
     with pytest.raises(ValueError, match="init_from .* use the same arch, size and model_overrides"):
