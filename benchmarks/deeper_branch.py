@@ -95,9 +95,10 @@ def branch_command(name: str, arch: str, commit: str, minutes: float, *, until_s
     return command + (["--resume"] if resume else [])
 
 
-def run_branch(name: str, arch: str, commit: str, minutes: float, threads: int) -> int:
-    """Resume (or start) one branch on the CPU for ``minutes``; returns `equibench pretrain`'s exit status."""
-    command = branch_command(name, arch, commit, minutes)
+def run_branch(name: str, arch: str, commit: str, minutes: float, threads: int, until_step: int = _MAX_STEPS) -> int:
+    """Resume (or start) one branch on the CPU for ``minutes``, up to ``until_step``; returns
+    `equibench pretrain`'s exit status."""
+    command = branch_command(name, arch, commit, minutes, until_step=until_step)
     print(" ".join(command), flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     return subprocess.run(command, env=env).returncode
@@ -131,6 +132,8 @@ def main() -> None:
     run.add_argument("--arch", choices=list(FROM_COMMIT), required=True)
     run.add_argument("--minutes", type=float, required=True, help="time limit of each branch's slice")
     run.add_argument("--threads", type=int, default=1)
+    run.add_argument("--until-step", type=int, default=_MAX_STEPS,
+                     help="stop there (e.g. the other architecture's step, for equal budgets)")
     show = commands.add_parser("table", help="the branches' validations side by side")
     show.add_argument("--arch", choices=list(FROM_COMMIT), required=True)
     args = parser.parse_args()
@@ -138,7 +141,7 @@ def main() -> None:
         print(table(args.arch))
         return
     for name in args.branches:
-        status = run_branch(name, args.arch, FROM_COMMIT[args.arch], args.minutes, args.threads)
+        status = run_branch(name, args.arch, FROM_COMMIT[args.arch], args.minutes, args.threads, args.until_step)
         if status != 0:
             sys.exit(status)
 

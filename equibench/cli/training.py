@@ -204,14 +204,16 @@ def export(
 
 
 def curves(
-    runs: Annotated[list[Path], typer.Argument(help="Pretraining output directories (label = folder name).")],
+    runs: Annotated[list[Path], typer.Argument(help="Pretraining output directories (label = folder name, with "
+                                                    "its parents where two are named alike).")],
     out: Annotated[Path, typer.Option(help="PNG (or PDF) file to write.")],
     smoothing: Annotated[int, typer.Option(help="Moving-average window of the training loss (steps).")] = 50,
 ) -> None:
     """Training curves (loss, validation accuracies vs step) of one or more pretraining runs."""
     from ..pretrain import plot_training_curves
+    from ..pretrain.curves import run_labels
 
-    path = plot_training_curves({run.name: run for run in runs}, out, smoothing=smoothing)
+    path = plot_training_curves(run_labels(runs), out, smoothing=smoothing)
     output.console.print(f"wrote {path}")
 
 

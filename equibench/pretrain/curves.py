@@ -67,6 +67,24 @@ def read_lineage(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame
     return pd.concat(all_steps, ignore_index=True), pd.concat(all_validations, ignore_index=True), starts
 
 
+def run_labels(run_dirs: list[str | os.PathLike]) -> dict[str, Path]:
+    """Each run folder under the shortest end of its path that tells it from the others
+    (``run``, or ``a/run`` and ``b/run`` for two folders named alike); a folder given twice is refused."""
+    paths = [Path(run_dir) for run_dir in run_dirs]
+    resolved = [path.resolve() for path in paths]
+    for index, path in enumerate(resolved):
+        if path in resolved[:index]:
+            raise InvalidInputError(f"run folder {str(paths[index])!r} is given twice; name each run once")
+
+    def label(path: Path) -> str:
+        others = [other for other in resolved if other != path]
+        depth = next(d for d in range(1, len(path.parts) + 1)
+                     if all(other.parts[-d:] != path.parts[-d:] for other in others))
+        return Path(*path.parts[-depth:]).as_posix()
+
+    return {label(path): given for path, given in zip(resolved, paths)}
+
+
 def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.PathLike, smoothing: int = 50) -> Path:
     """One figure: training loss (moving average over ``smoothing`` steps) and validation
     prior loss vs step, and validation accuracies (prior and bundled datasets) vs step. A run

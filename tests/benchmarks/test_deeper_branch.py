@@ -25,7 +25,7 @@ def test_each_branch_resumes_its_own_folder_with_its_layers(branches, tmp_path, 
     assert branches.run_branch("deeper-6", "equitabpfn", "abc123", 30, threads=1) == 0
     (tmp_path / "equitabpfn" / "restart-4").mkdir(parents=True)
     (tmp_path / "equitabpfn" / "restart-4" / "train_state.pt").write_bytes(b"")
-    branches.run_branch("restart-4", "equitabpfn", "abc123", 30, threads=2)
+    branches.run_branch("restart-4", "equitabpfn", "abc123", 30, threads=2, until_step=900)
 
     (deeper, deeper_env), (restart, restart_env) = commands
     assert deeper[deeper.index("--layers") + 1] == "6" and restart[restart.index("--layers") + 1] == "4"
@@ -33,6 +33,7 @@ def test_each_branch_resumes_its_own_folder_with_its_layers(branches, tmp_path, 
     assert deeper[deeper.index("--out") + 1] == str(tmp_path / "equitabpfn" / "deeper-6")
     assert "--resume" not in deeper and restart[-1] == "--resume"
     assert deeper_env["OMP_NUM_THREADS"] == "1" and restart_env["OMP_NUM_THREADS"] == "2"
+    assert deeper[deeper.index("--steps") + 1] == "100000" and restart[restart.index("--steps") + 1] == "900"
     # identical recipes apart from the layers: the comparison is fair
     assert deeper[: deeper.index("--layers")] == restart[: restart.index("--layers")]
 

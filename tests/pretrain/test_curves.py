@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from typer.testing import CliRunner
 
 from equibench.cli import app
+from equibench.errors import InvalidInputError
 from equibench.pretrain import pretrain
-from equibench.pretrain.curves import read_lineage
+from equibench.pretrain.curves import read_lineage, run_labels
 
 from .common import PRIOR, tiny_config
 
@@ -27,3 +31,23 @@ def test_cli_curves(tmp_path):
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
     result = runner.invoke(app, ["curves", str(tmp_path / "missing"), "--out", str(tmp_path / "c.png")])
     assert result.exit_code == 2 and "pretraining output directory" in result.output
+
+
+def test_runs_named_alike_get_labels_that_tell_them_apart(tmp_path):
+    assert list(run_labels(["runs/a", "runs/b"])) == ["a", "b"]
+    labels = run_labels([tmp_path / "equitabpfn" / "deeper-6", tmp_path / "tabpfn-star" / "deeper-6", tmp_path / "x"])
+    assert labels == {"equitabpfn/deeper-6": tmp_path / "equitabpfn" / "deeper-6",
+                      "tabpfn-star/deeper-6": tmp_path / "tabpfn-star" / "deeper-6", "x": tmp_path / "x"}
+    with pytest.raises(InvalidInputError, match="is given twice"):
+        run_labels([tmp_path / "run", Path(str(tmp_path)) / "." / "run"])
+
+
+def test_cli_curves_draws_every_run_of_two_named_alike(tmp_path):
+    for arch in ("first", "second"):
+        pretrain(tiny_config(steps=2), PRIOR, tmp_path / arch / "run", progress=False)
+    result = CliRunner().invoke(app, ["curves", str(tmp_path / "first" / "run"), str(tmp_path / "second" / "run"),
+                                      "--out", str(tmp_path / "curves.png")])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["curves", str(tmp_path / "first" / "run"), str(tmp_path / "first" / "run"),
+                                      "--out", str(tmp_path / "c.png")])
+    assert result.exit_code == 2 and "is given twice" in result.output
