@@ -43,6 +43,7 @@ from deeper_branch import FROM_COMMIT, LAYERS, ROOT, branch_command
 from gpu_slice import preflight
 
 from equibench.atomic_files import atomic_write
+from equibench.errors import FolderInUseError
 from equibench.outdir_lock import locked_folder
 
 #: The files of a branch folder that travel back; the training state last, so that a merge
@@ -110,6 +111,9 @@ def merge(fetched: Path) -> None:
     parts = sorted(fetched.glob(f"{ARCHIVE}.[0-9][0-9][0-9]"))
     if not parts:
         raise SystemExit(f"no {ARCHIVE}.000 ... in {fetched}: pass the folder the slice's files were fetched to")
+    if [part.suffix for part in parts] != [f".{index:03d}" for index in range(len(parts))]:
+        raise SystemExit(f"the parts in {fetched} are not {ARCHIVE}.000 to .{len(parts) - 1:03d} without a gap "
+                         "(one did not come back?); nothing merged")
     with tempfile.TemporaryDirectory() as scratch:
         unpacked = Path(scratch)
         with open(unpacked / ARCHIVE, "wb") as whole:
@@ -125,11 +129,14 @@ def merge(fetched: Path) -> None:
                                  f"{steps['from']}: its files would lose the steps made since; nothing merged")
         for key, steps in manifest.items():
             folder = ROOT / key
-            with locked_folder(folder, "stop the run training there, then merge again"):
-                if steps_done(folder) != steps["from"]:
-                    raise SystemExit(f"{folder} moved on while merging; merge the other branches' parts by hand")
-                for file in FILES:
-                    atomic_write(folder / file, lambda tmp, file=file: shutil.copyfile(unpacked / key / file, tmp))
+            try:
+                with locked_folder(folder, "stop the run training there, then merge again"):
+                    if steps_done(folder) != steps["from"]:
+                        raise SystemExit(f"{folder} moved on while merging; merge the other branches' parts by hand")
+                    for file in FILES:
+                        atomic_write(folder / file, lambda tmp, file=file: shutil.copyfile(unpacked / key / file, tmp))
+            except FolderInUseError as error:
+                raise SystemExit(str(error)) from None
             print(f"{key}: step {steps['from']} -> {steps_done(folder)}", flush=True)
 
 

@@ -87,6 +87,25 @@ def test_merge_refuses_a_branch_that_moved_on_here_and_changes_nothing(gpu_branc
         gpu_branches.merge(tmp_path)
 
 
+def test_merge_refuses_parts_with_a_gap_and_a_folder_in_use(gpu_branches, tmp_path):
+    from equibench.outdir_lock import locked_folder
+
+    device, here = tmp_path / "device", tmp_path / "here"
+    write_branch(device, "equitabpfn/deeper-6", 6000, "after")
+    gpu_branches.ROOT = device
+    parts = gpu_branches.pack([("equitabpfn", "deeper-6")], {"equitabpfn/deeper-6": 521}, tmp_path / "out",
+                              part_bytes=1000)
+    write_branch(here, "equitabpfn/deeper-6", 521, "before")
+    gpu_branches.ROOT = here
+    with locked_folder(here / "equitabpfn" / "deeper-6"):
+        with pytest.raises(SystemExit, match="is in use by"):
+            gpu_branches.merge(tmp_path / "out")
+    parts[1].unlink()
+    with pytest.raises(SystemExit, match="without a gap"):
+        gpu_branches.merge(tmp_path / "out")
+    assert json.loads((here / "equitabpfn" / "deeper-6" / "config.json").read_text()) == {"tag": "before"}
+
+
 def test_the_branch_behind_catches_up_to_the_leaders_step(gpu_branches, tmp_path, monkeypatch):
     steps = {"equitabpfn/deeper-6": 521, "tabpfn-star/deeper-6": 0}
     launched = []
