@@ -88,6 +88,8 @@ def pack(branches: list[tuple[str, str]], start: dict[str, int], out: Path, part
     tar archive in parts ``out/branches.tar.000``, ``.001``, ... of at most ``part_bytes``."""
     manifest = {label(*b): {"from": start[label(*b)], "to": steps_done(ROOT / b[0] / b[1])} for b in branches}
     out.mkdir(parents=True, exist_ok=True)
+    if any(out.glob(f"{ARCHIVE}.*")):
+        raise SystemExit(f"{out} already holds {ARCHIVE} parts of another slice; pack into an empty folder")
     with tempfile.TemporaryDirectory() as scratch:
         archive = Path(scratch) / ARCHIVE
         with tarfile.open(archive, "w") as tar:

@@ -63,6 +63,8 @@ def test_pack_and_merge_carry_each_branch_whole_in_parts(gpu_branches, tmp_path)
     parts = gpu_branches.pack([("equitabpfn", "deeper-6"), ("tabpfn-star", "deeper-6")],
                               {"equitabpfn/deeper-6": 521, "tabpfn-star/deeper-6": 0}, tmp_path / "out", part_bytes=1000)
     assert len(parts) > 2 and all(part.stat().st_size <= 1000 for part in parts)
+    with pytest.raises(SystemExit, match="already holds branches.tar parts"):  # stale parts would corrupt a merge
+        gpu_branches.pack([("equitabpfn", "deeper-6")], {"equitabpfn/deeper-6": 521}, tmp_path / "out")
     gpu_branches.ROOT = here
     gpu_branches.merge(tmp_path / "out")
     for key in ("equitabpfn/deeper-6", "tabpfn-star/deeper-6"):
