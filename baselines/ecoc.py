@@ -11,6 +11,7 @@ softmax of the scores.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
@@ -116,3 +117,13 @@ class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         probabilities = self.predict_proba(X)
         return self.classes_[np.argmax(probabilities, axis=1)]
+
+
+def ecoc_beyond(member: Callable[[int], BaseEstimator], n_classes: int, max_classes: int, n_estimators: int,
+                random_state=None) -> BaseEstimator:
+    """``member(n_estimators)`` for at most ``max_classes`` classes; beyond, an
+    :class:`ECOCClassifier` of single-member sub-models, the ensemble size becoming the ECOC
+    redundancy (1 = the fewest codebook rows that cover every class)."""
+    if n_classes <= max_classes:
+        return member(n_estimators)
+    return ECOCClassifier(member(1), max_classes=max_classes, redundancy=float(n_estimators), random_state=random_state)

@@ -1,21 +1,19 @@
 """The pretrained networks as evaluated methods (EquiTabPFN, TabPFN*).
 
 A run resolves and checks a method's checkpoint once, in the calling process
-(:meth:`PFNMethod.prepare`: ``default`` -> the packaged file, the file exists, it holds this
-method's architecture); every process then loads the network once and hands the classifier
-of each cell that shared network (the classifier works on its own copy).
+(:meth:`PFNMethod.prepare`, through the classifiers' own resolver: ``default`` or a name ->
+the packaged file, the file exists, it holds this method's architecture); every process then
+loads the network once and hands the classifier of each cell that shared network (the
+classifier works on its own copy).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from pathlib import Path
 
-from ..classifier import PretrainingLimitWarning
-from ..classifier.checkpoints import shared_network
-from ..errors import InvalidInputError
-from ..model import default_checkpoint
+from ..classifier import PretrainingLimitWarning, classifier_for
+from ..classifier.checkpoints import resolve_checkpoint, shared_network
 from .base import Method
 from .settings import PFNSettings
 
@@ -28,34 +26,15 @@ class PFNMethod(Method):
     @classmethod
     def prepare(cls, settings: PFNSettings) -> PFNSettings:
         """``checkpoint`` as an absolute file path, checked to hold a ``cls.name`` network."""
-        chosen = settings.checkpoint
-        if not chosen.strip():
-            raise InvalidInputError(f"the {cls.name} checkpoint is empty; pass `default` or a checkpoint file written "
-                                    "by `equibench pretrain`")
-        path = default_checkpoint(cls.name) if chosen == "default" else Path(chosen)
-        if path.is_dir():
-            raise InvalidInputError(f"the {cls.name} checkpoint {str(path)!r} is a folder; pass the checkpoint file "
-                                    "inside it (a pretraining output folder holds model.pt)")
-        if not path.is_file():
-            raise InvalidInputError(f"{cls.name} checkpoint {str(path)!r} does not exist; pass a file written by "
-                                    "`equibench pretrain`")
-        arch = shared_network(path).arch
-        if arch != cls.name:
-            raise InvalidInputError(f"checkpoint {str(path)!r} holds a {arch} model, not {cls.name}; pass a {cls.name} "
-                                    "checkpoint")
-        return dataclasses.replace(settings, checkpoint=str(path.resolve()))
-
-    def classifier(self, n_estimators: int):
-        """The scikit-learn classifier of this method with ``n_estimators`` members."""
-        raise NotImplementedError
-
-    def _network_settings(self) -> dict:
-        """The classifier parameters these settings give."""
-        return {"checkpoint": shared_network(self.settings.checkpoint), "device": self.settings.device,
-                "max_train_rows": self.settings.max_train_rows, "random_state": self.seed}
+        path = resolve_checkpoint(settings.checkpoint, cls.name)
+        shared_network(path, cls.name)
+        return dataclasses.replace(settings, checkpoint=str(path))
 
     def _model(self, n_seen: int):
-        return self.classifier(self.settings.n_estimators)
+        """The classifier of these settings for ``n_seen`` classes (ECOC beyond the network's limit)."""
+        network = shared_network(self.settings.checkpoint, self.name)
+        return classifier_for(network, n_seen, n_estimators=self.settings.n_estimators, device=self.settings.device,
+                              max_train_rows=self.settings.max_train_rows, random_state=self.seed)
 
     def _fit(self, X, y, X_val, y_val, n_seen):
         self.model_ = self._model(n_seen)

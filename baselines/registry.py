@@ -2,14 +2,14 @@
 
 Each entry reaches its implementation through a small function with a plain import: the
 edge is static, and deferred so that `equibench methods` lists the registry without numpy,
-torch or scikit-learn (and a method's module loads only when it is used).
+torch or scikit-learn (and a method's module loads only when it is used). The methods'
+interface, :mod:`.base`, looks its methods up here; this module imports nothing of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError
 from .settings import (
@@ -31,9 +31,6 @@ from .settings import (
     XGBoostSettings,
 )
 
-if TYPE_CHECKING:  # type names only: the listing must not import numpy
-    from .base import Method
-
 
 @dataclass(frozen=True)
 class Requirement:
@@ -48,7 +45,7 @@ class MethodSpec:
     name: str  # CLI name, also the ``method`` column of the results
     label: str  # display name in tables and figures
     settings: type[Settings]
-    implementation: Callable[[], type[Method]]
+    implementation: Callable[[], type]  # the method's class (a ``base.Method``); base imports this module
     # run time per train row per class (and per ensemble member) in microseconds: medians of
     # the committed results (2-core CPU; TabPFN v1/v2 assumed like TabPFN*); orders cells
     # longest-first on parallel backends

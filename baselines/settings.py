@@ -13,10 +13,8 @@ numpy or torch.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import InvalidInputError
 
@@ -99,10 +97,6 @@ def ensemble_size(variant: str) -> int | None:
     return int(digits) if digits != variant and digits.isdecimal() else None
 
 
-def _file_sha256(path: str | os.PathLike) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 @dataclass(frozen=True)
 class PFNSettings(EnsembleSettings):
     """EquiTabPFN and TabPFN*: a checkpoint file (``default``: the packaged one, resolved by
@@ -115,9 +109,10 @@ class PFNSettings(EnsembleSettings):
     def fingerprint(self) -> dict:
         # The classifier's default feature transforms shape the numbers too. Its categorical
         # encodings do not: TabZilla's preprocessing hands it numeric columns only.
+        from ..classifier.checkpoints import checkpoint_sha256
         from ..preprocessing import FEATURE_TRANSFORMS
 
-        return {"checkpoint_sha256": _file_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows,
+        return {"checkpoint_sha256": checkpoint_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows,
                 "feature_transforms": list(FEATURE_TRANSFORMS)}
 
     def work(self, n_train: float) -> float:

@@ -1,8 +1,8 @@
 """TabPFN v1 and v2 (Hollmann et al.) through the ``tabpfn`` package, with weights the user
 supplies locally (``tabpfn_weights``, ``evaluate --tabpfn-weights DIR`` or ``EQUIBENCH_TABPFN_WEIGHTS``): nothing is
 downloaded. Without weights, or with the other major version of ``tabpfn`` installed, the
-cells are skipped with the reason. Both handle at most 10 classes natively; beyond, ECOC
-wraps single-member sub-models (ensemble size = ECOC redundancy, as for TabPFN*).
+cells are skipped with the reason. Both handle at most ``MAX_CLASSES`` classes natively;
+beyond, ECOC wraps single-member sub-models (ensemble size = ECOC redundancy, as for TabPFN*).
 
 Weights looked up in DIR:
     v1: DIR/models_diff/prior_diff_real_checkpoint_n_0_epoch_42.cpkt  (``pip install "tabpfn<2"``)
@@ -16,10 +16,12 @@ from pathlib import Path
 
 from ..errors import MethodUnavailableError
 from .base import Method, optional_import
-from .ecoc import ECOCClassifier
+from .ecoc import ecoc_beyond
 from .registry import method_spec
 from .settings import ExternalTabPFNSettings
 
+#: The classes TabPFN v1 and v2 output (the packages' own limit, not a checkpoint's).
+MAX_CLASSES = 10
 V1_WEIGHTS = Path("models_diff") / "prior_diff_real_checkpoint_n_0_epoch_42.cpkt"
 
 
@@ -60,11 +62,7 @@ class _ExternalTabPFN(Method):
         """The package's classifier with ``n_estimators`` members."""
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        members = self.settings.n_estimators
-        if n_seen <= 10:
-            self.model_ = self._network(members)
-        else:
-            self.model_ = ECOCClassifier(self._network(1), max_classes=10, redundancy=float(members), random_state=self.seed)
+        self.model_ = ecoc_beyond(self._network, n_seen, MAX_CLASSES, self.settings.n_estimators, self.seed)
         self.model_.fit(X, y)
 
     def _predict_proba(self, X):

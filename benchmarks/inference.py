@@ -35,16 +35,15 @@ def measure_one(arch: str, size: str, n_classes: int, n_train: int, n_test: int,
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+    from equibench import classifier_for
     from equibench.model import build_model, size_config
 
     torch.manual_seed(0)
     model = build_model(arch, size_config(size)).eval()
-    classifier_class = EquiTabPFNClassifier if arch == "equitabpfn" else TabPFNStarClassifier
     rng = np.random.RandomState(0)
     X = rng.normal(size=(n_train + n_test, n_features)).astype(np.float32)
     y = np.arange(n_train) % n_classes
-    classifier = classifier_class(checkpoint=model, n_estimators=1, device="cpu", batch_size=n_test, random_state=0)
+    classifier = classifier_for(model, n_estimators=1, device="cpu", batch_size=n_test, random_state=0)
     classifier.fit(X[:n_train], y)
     classifier.predict_proba(X[n_train:])  # warm-up (kernel selection for these shapes)
     baseline = current_rss_mb()
@@ -86,7 +85,7 @@ def sweep(args: argparse.Namespace) -> list[tuple]:
     rows = []
 
     def add(arch, size, n_classes, n_train, previous=None):
-        tokens = (n_train + args.test_rows) * (1 + n_classes if arch == "equitabpfn" else 1)
+        tokens = (n_train + args.test_rows) * (1 + n_classes if arch == "equitabpfn" else 1)  # the token slots
         if previous and "seconds" in previous[0]:
             predicted = previous[0]["seconds"] * tokens / previous[1]
             if predicted > args.max_seconds:

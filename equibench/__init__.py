@@ -5,7 +5,7 @@ from .errors import EquibenchError  # noqa: F401 (public)
 
 __all__ = [
     "ECOCClassifier", "EquiTabPFNClassifier", "EquibenchError", "PretrainingLimitWarning", "TabPFNStarClassifier",
-    "__version__", "evaluate_frame",
+    "__version__", "classifier_for", "evaluate_frame",
 ]
 
 # The classifiers import torch and scikit-learn: load them on first use, so that
@@ -14,6 +14,7 @@ _LAZY = {
     "EquiTabPFNClassifier": "classifier",
     "TabPFNStarClassifier": "classifier",
     "PretrainingLimitWarning": "classifier",
+    "classifier_for": "classifier",
     "evaluate_frame": "evaluate",
     "ECOCClassifier": "baselines.ecoc",
 }

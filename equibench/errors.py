@@ -18,7 +18,8 @@ class InvalidInputError(EquibenchError, ValueError):
 
 
 class CheckpointError(InvalidInputError):
-    """A checkpoint file is missing, corrupt, or does not match its own description."""
+    """A checkpoint is missing, corrupt, of another architecture than asked for, or does not
+    match its own description."""
 
 
 class FitStateError(InvalidInputError):

@@ -117,9 +117,10 @@ def _read_payload(path: Path) -> dict:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many types for a damaged file
+        reason = str(error).strip().split(". ")[0].split("\n")[0]  # torch's messages run on for lines
         raise CheckpointError(
             f"checkpoint file {str(path)!r} is not a readable checkpoint ({type(error).__name__}: "
-            f"{error}); the file may be truncated or corrupt: re-copy or regenerate it"
+            f"{reason}); the file may be truncated or corrupt: re-copy or regenerate it"
         ) from error
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .inference import ChunkPlan, Context, components_chunked, datapoints_chunked, norm_chunked
 from .layers import (
     ComponentAttentionBlock,
     DatapointAttentionBlock,
@@ -31,9 +32,13 @@ class EquiTabPFNLayer(nn.Module):
 
 class EquiTabPFN(nn.Module):
     """Covariate token + one token per class component per row, L bi-attention layers and
-    the non-parametric equivariant decoder. Works for any number of classes K >= 1."""
+    the non-parametric equivariant decoder. Works for any number of classes K >= 1.
+
+    Besides ``forward``, the same function in pieces for fitted classifiers (see
+    :mod:`.inference`): ``encode_context``, ``predict_in_context`` and ``forward_chunked``."""
 
     arch = "equitabpfn"
+    class_limit: int | None = None  # any number of classes
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -72,3 +77,79 @@ class EquiTabPFN(nn.Module):
             tokens = layer(tokens, n_train)
         flat = self.final_norm(tokens).flatten(2)  # (B, N+M, (1+K)*d)
         return self.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)  # (B, M, K)
+
+    def token_slots(self, n_classes: int) -> int:
+        """Tokens per row: the covariate and one per class."""
+        return 1 + n_classes
+
+    # -- the forward in pieces (model/inference.py) ----------------------------------------
+
+    def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
+                       plan: ChunkPlan | None = None) -> Context:
+        """The train side for a training set, computed once: per layer the train rows' keys and
+        values, and the final train representations and one-hot labels for the decoder.
+
+        x_train: (B, N, F) normalised features; y_train: (B, N) class ids in [0, n_classes).
+        """
+        plan = plan or ChunkPlan()
+        y_onehot = self._onehot(y_train, n_classes)  # (B, N, K)
+        tokens = self._tokens(x_train, y_onehot, n_classes, plan)  # (B, N, 1+K, d)
+        tokens, keys_values = self._layers_chunked(tokens, plan, x_train.shape[1], keep=True)
+        return Context(n_classes, keys_values, tokens.flatten(2), y_onehot)
+
+    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+        """Class logits (B, M, K) of test rows x_test (B, M, F) against an :meth:`encode_context`."""
+        plan = plan or ChunkPlan()
+        tokens = self._tokens(x_test, None, context.n_classes, plan)  # (B, M, 1+K, d)
+        tokens, _ = self._layers_chunked(tokens, plan, context.n_train, cache=context.keys_values)
+        return self.decoder(context.h_train, tokens.flatten(2), context.y_onehot)  # (B, M, K)
+
+    def forward_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
+                        plan: ChunkPlan | None = None) -> torch.Tensor:
+        """``forward`` in bounded memory, keeping nothing; ``forward`` itself when every block's
+        work fits one chunk of the plan."""
+        plan = plan or ChunkPlan()
+        batch, n_train = x_train.shape[:2]
+        n_test = x_test.shape[1]
+        if plan.fits(self, n_train, n_test, n_classes):
+            return self(x_train, y_train, x_test, n_classes)
+        y_onehot = self._onehot(y_train, n_classes)  # (B, N, K)
+        tokens = y_onehot.new_empty(batch, n_train + n_test, 1 + n_classes, self.config.d_model)  # (B, N+M, 1+K, d)
+        self._tokens(x_train, y_onehot, n_classes, plan, out=tokens[:, :n_train])
+        self._tokens(x_test, None, n_classes, plan, out=tokens[:, n_train:])
+        tokens, _ = self._layers_chunked(tokens, plan, n_train)
+        flat = tokens.flatten(2)  # (B, N+M, (1+K)*d)
+        return self.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)  # (B, M, K)
+
+    def _onehot(self, y_train: torch.Tensor, n_classes: int) -> torch.Tensor:
+        return F.one_hot(y_train, n_classes).to(self.covariate_encoder.weight.dtype)
+
+    def _tokens(self, x: torch.Tensor, y_onehot: torch.Tensor | None, n_classes: int, plan: ChunkPlan,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+        """Input tokens of train rows (labels given) or test rows (prediction tokens), written
+        into ``out`` when given."""
+        # x: (B, R, F), y_onehot: (B, R, K) or None -> (B, R, 1+K, d)
+        covariate = self.covariate_encoder(missing_indicator_features(x, self.config.f_max))  # (B, R, d)
+        batch, rows, d = covariate.shape
+        tokens = covariate.new_empty(batch, rows, 1 + n_classes, d) if out is None else out
+        tokens[:, :, 0] = covariate
+        if y_onehot is None:
+            tokens[:, :, 1:] = self.prediction_token.to(covariate.dtype)
+            return tokens
+        step = plan.rows(n_classes, d, d)
+        for start in range(0, rows, step):
+            tokens[:, start : start + step, 1:] = self.target_encoder(y_onehot[:, start : start + step].unsqueeze(-1))
+        return tokens
+
+    def _layers_chunked(self, tokens: torch.Tensor, plan: ChunkPlan, n_train: int, cache: list | None = None,
+                        keep: bool = False) -> tuple[torch.Tensor, list]:
+        """The layers and the final norm on ``tokens`` (B, R, 1+K, d), in place; datapoint
+        attention against ``cache``'s keys/values or the first ``n_train`` rows' (returned
+        per layer with ``keep``)."""
+        kept = []
+        for index, layer in enumerate(self.layers):
+            tokens = components_chunked(layer.components, tokens, plan)
+            tokens, keys_values = datapoints_chunked(layer.datapoints, tokens, plan, n_train,
+                                                     None if cache is None else cache[index], keep)
+            kept.append(keys_values)
+        return norm_chunked(self.final_norm, tokens, plan), kept

@@ -1,20 +1,22 @@
 """Inference in pieces, for fitted classifiers: the same function as the networks' forward,
-computed so that work is reused and memory stays bounded.
+computed so that work is reused and memory stays bounded. Each network composes these
+pieces in three methods, ``encode_context``, ``predict_in_context`` and ``forward_chunked``.
 
 - **Fit once, predict many.** Test rows attend to train rows only and train rows never see
   test rows, so the train side of every layer does not depend on the test rows.
-  :func:`encode_context` runs the train rows once and returns, per datapoint-attention
-  block, the train rows' keys and values (plus, for EquiTabPFN, their final representations
-  for the decoder); :func:`predict_in_context` runs any test rows against that context.
+  ``network.encode_context`` runs the train rows once and returns a :class:`Context`: per
+  datapoint-attention block, the train rows' keys and values (plus, for EquiTabPFN, their
+  final representations for the decoder); ``network.predict_in_context`` runs any test rows
+  against it.
 - **Bounded memory.** Component attention, the MLPs and the LayerNorms act on each row
   independently, and datapoint attention on each slot (class component) independently.
-  :func:`forward_chunked` and the two functions above update the token tensor in place, a
+  ``network.forward_chunked`` and the two methods above update the token tensor in place, a
   chunk of rows or a chunk of slots at a time (see :class:`ChunkPlan`), so that memory is
   one token tensor plus bounded temporaries instead of several full-size intermediates;
   a block whose work fits one chunk runs in one piece, as the forward does.
 
 Inference only: tensors are updated in place, so run these under ``torch.inference_mode()``
-or ``torch.no_grad()``. Results equal ``model(x_train, y_train, x_test, n_classes)`` to
+or ``torch.no_grad()``. Results equal ``network(x_train, y_train, x_test, n_classes)`` to
 floating-point tolerance (matrix products over different chunk shapes round differently).
 """
 
@@ -27,8 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import InvalidInputError
-from .layers import ComponentAttentionBlock, DatapointAttentionBlock, missing_indicator_features
-from .tabpfn_star import TooManyClassesError
+from .layers import ComponentAttentionBlock, DatapointAttentionBlock
 
 
 class ChunkPlan:
@@ -49,6 +50,12 @@ class ChunkPlan:
         # the fused attention kernel works through the scores in blocks, never all at once
         return max(1, self.max_elements // max(1, rows * (hidden + 3 * width) + 2 * n_train * width))
 
+    def fits(self, network: nn.Module, n_train: int, n_test: int, n_classes: int) -> bool:
+        """Whether every block of ``network``'s forward fits one chunk (then it runs as is)."""
+        rows, slots = n_train + n_test, network.token_slots(n_classes)
+        width, hidden = network.config.d_model, network.config.mlp_hidden
+        return self.rows(slots, width, hidden) >= rows and self.slots(rows, n_train, width, hidden) >= slots
+
 
 @dataclass
 class Context:
@@ -58,6 +65,10 @@ class Context:
     keys_values: list[tuple[torch.Tensor, torch.Tensor]]  # per datapoint block: each (B, S, heads, N, head_dim)
     h_train: torch.Tensor | None = None  # EquiTabPFN: (B, N, (1+K)*d) final train representations
     y_onehot: torch.Tensor | None = None  # EquiTabPFN: (B, N, K)
+
+    @property
+    def n_train(self) -> int:
+        return self.keys_values[0][0].shape[3]
 
     def nbytes(self) -> int:
         tensors = [t for pair in self.keys_values for t in pair] + [t for t in (self.h_train, self.y_onehot) if t is not None]
@@ -98,9 +109,9 @@ def attend_to_train(
     return block._finish(tokens, block.out(attended))
 
 
-def _components(block: ComponentAttentionBlock, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:
-    # tokens: (B, R, 1+K, d) -> (B, R, 1+K, d): in one piece when it fits the plan, else
-    # updated in place a chunk of rows at a time (rows are independent)
+def components_chunked(block: ComponentAttentionBlock, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:
+    """A component block on ``tokens`` (B, R, 1+K, d): in one piece when it fits the plan,
+    else in place a chunk of rows at a time (rows are independent)."""
     step = plan.rows(tokens.shape[2], tokens.shape[3], block.mlp[0].out_features)
     if step >= tokens.shape[1]:
         return block(tokens)
@@ -109,7 +120,7 @@ def _components(block: ComponentAttentionBlock, tokens: torch.Tensor, plan: Chun
     return tokens
 
 
-def _datapoints(
+def datapoints_chunked(
     block: DatapointAttentionBlock,
     tokens: torch.Tensor,
     plan: ChunkPlan,
@@ -141,127 +152,11 @@ def _datapoints(
     return tokens, kept
 
 
-def _final_norm(norm: nn.Module, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:
+def norm_chunked(norm: nn.Module, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:
+    """A final norm on ``tokens`` (B, R, S, d), in place a chunk of rows at a time unless it fits."""
     step = plan.rows(tokens.shape[2], tokens.shape[3], tokens.shape[3])
     if isinstance(norm, nn.Identity) or step >= tokens.shape[1]:
         return norm(tokens)
     for start in range(0, tokens.shape[1], step):
         tokens[:, start : start + step] = norm(tokens[:, start : start + step])
     return tokens
-
-
-# -- EquiTabPFN ----------------------------------------------------------------------------
-
-
-def _equi_tokens(model: nn.Module, x: torch.Tensor, y_onehot: torch.Tensor | None, n_classes: int,
-                 plan: ChunkPlan, out: torch.Tensor | None = None) -> torch.Tensor:
-    """EquiTabPFN's input tokens of train rows (labels given) or test rows (prediction
-    tokens), written into ``out`` when given."""
-    # x: (B, R, F), y_onehot: (B, R, K) or None -> (B, R, 1+K, d)
-    covariate = model.covariate_encoder(missing_indicator_features(x, model.config.f_max))  # (B, R, d)
-    batch, rows, d = covariate.shape
-    tokens = covariate.new_empty(batch, rows, 1 + n_classes, d) if out is None else out
-    tokens[:, :, 0] = covariate
-    if y_onehot is None:
-        tokens[:, :, 1:] = model.prediction_token.to(covariate.dtype)
-        return tokens
-    step = plan.rows(n_classes, d, d)
-    for start in range(0, rows, step):
-        tokens[:, start : start + step, 1:] = model.target_encoder(y_onehot[:, start : start + step].unsqueeze(-1))
-    return tokens
-
-
-def _onehot(model: nn.Module, y_train: torch.Tensor, n_classes: int) -> torch.Tensor:
-    return F.one_hot(y_train, n_classes).to(model.covariate_encoder.weight.dtype)
-
-
-def _equi_layers(model: nn.Module, tokens: torch.Tensor, plan: ChunkPlan, n_train: int,
-                 cache: list | None = None, keep: bool = False) -> tuple[torch.Tensor, list]:
-    kept = []
-    for index, layer in enumerate(model.layers):
-        tokens = _components(layer.components, tokens, plan)
-        tokens, keys_values = _datapoints(layer.datapoints, tokens, plan, n_train, None if cache is None else cache[index], keep)
-        kept.append(keys_values)
-    return _final_norm(model.final_norm, tokens, plan), kept
-
-
-# -- TabPFN* -------------------------------------------------------------------------------
-
-
-def _star_tokens(model: nn.Module, x: torch.Tensor, y_train: torch.Tensor | None) -> torch.Tensor:
-    # x: (B, R, F), y_train: (B, R) or None -> (B, R, 1, d)
-    tokens = model.covariate_encoder(missing_indicator_features(x, model.config.f_max))
-    if y_train is not None:
-        tokens = tokens + model.target_encoder(F.one_hot(y_train, model.config.max_classes).to(tokens.dtype))
-    return tokens.unsqueeze(2)
-
-
-def _star_check(model: nn.Module, n_classes: int) -> None:
-    if n_classes > model.config.max_classes:
-        raise TooManyClassesError.for_counts(model.config.max_classes, n_classes)
-
-
-# -- the three entry points ------------------------------------------------------------------
-
-
-def encode_context(model: nn.Module, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
-                   plan: ChunkPlan | None = None) -> Context:
-    """The train side of ``model`` for a training set, computed once.
-
-    x_train: (B, N, F) normalised features; y_train: (B, N) class ids in [0, n_classes).
-    """
-    plan = plan or ChunkPlan()
-    n_train = x_train.shape[1]
-    if model.arch == "equitabpfn":
-        y_onehot = _onehot(model, y_train, n_classes)
-        tokens = _equi_tokens(model, x_train, y_onehot, n_classes, plan)  # (B, N, 1+K, d)
-        tokens, keys_values = _equi_layers(model, tokens, plan, n_train, keep=True)
-        return Context(n_classes, keys_values, tokens.flatten(2), y_onehot)
-    _star_check(model, n_classes)
-    tokens = _star_tokens(model, x_train, y_train)  # (B, N, 1, d)
-    keys_values = []
-    for block in model.blocks:
-        tokens, kept = _datapoints(block, tokens, plan, n_train, keep=True)
-        keys_values.append(kept)
-    return Context(n_classes, keys_values)
-
-
-def predict_in_context(model: nn.Module, context: Context, x_test: torch.Tensor,
-                       plan: ChunkPlan | None = None) -> torch.Tensor:
-    """Class logits (B, M, K) of test rows x_test (B, M, F) against a :func:`encode_context`."""
-    plan = plan or ChunkPlan()
-    n_train = context.keys_values[0][0].shape[3]
-    if model.arch == "equitabpfn":
-        tokens = _equi_tokens(model, x_test, None, context.n_classes, plan)  # (B, M, 1+K, d)
-        tokens, _ = _equi_layers(model, tokens, plan, n_train, cache=context.keys_values)
-        return model.decoder(context.h_train, tokens.flatten(2), context.y_onehot)  # (B, M, K)
-    tokens = _star_tokens(model, x_test, None)  # (B, M, 1, d)
-    for block, cached in zip(model.blocks, context.keys_values):
-        tokens, _ = _datapoints(block, tokens, plan, n_train, cached)
-    return model.decoder(model.final_norm(tokens[:, :, 0]))[..., : context.n_classes]  # (B, M, K)
-
-
-def forward_chunked(model: nn.Module, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor,
-                    n_classes: int, plan: ChunkPlan | None = None) -> torch.Tensor:
-    """``model(x_train, y_train, x_test, n_classes)`` in bounded memory, keeping nothing;
-    the model's own forward when its blocks' work fits one chunk of the plan."""
-    plan = plan or ChunkPlan()
-    n_train = x_train.shape[1]
-    rows, slots = n_train + x_test.shape[1], 1 + n_classes if model.arch == "equitabpfn" else 1
-    width, hidden = model.config.d_model, model.config.mlp_hidden
-    if plan.rows(slots, width, hidden) >= rows and plan.slots(rows, n_train, width, hidden) >= slots:
-        return model(x_train, y_train, x_test, n_classes)
-    if model.arch == "equitabpfn":
-        y_onehot = _onehot(model, y_train, n_classes)
-        batch, n_test = x_test.shape[:2]
-        tokens = y_onehot.new_empty(batch, n_train + n_test, 1 + n_classes, model.config.d_model)  # (B, N+M, 1+K, d)
-        _equi_tokens(model, x_train, y_onehot, n_classes, plan, out=tokens[:, :n_train])
-        _equi_tokens(model, x_test, None, n_classes, plan, out=tokens[:, n_train:])
-        tokens, _ = _equi_layers(model, tokens, plan, n_train)
-        flat = tokens.flatten(2)  # (B, N+M, (1+K)*d)
-        return model.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)  # (B, M, K)
-    _star_check(model, n_classes)
-    tokens = torch.cat([_star_tokens(model, x_train, y_train), _star_tokens(model, x_test, None)], dim=1)
-    for block in model.blocks:
-        tokens, _ = _datapoints(block, tokens, plan, n_train)
-    return model.decoder(model.final_norm(tokens[:, n_train:, 0]))[..., :n_classes]  # (B, M, K)

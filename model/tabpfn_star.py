@@ -8,6 +8,7 @@ from torch import nn
 
 from ..errors import TooManyClassesError
 from .config import ModelConfig
+from .inference import ChunkPlan, Context, datapoints_chunked
 from .layers import DatapointAttentionBlock, missing_indicator_features
 
 
@@ -15,7 +16,8 @@ class TabPFNStar(nn.Module):
     """One token per row: x-embedding plus (train rows) a dense embedding of the
     ``max_classes``-slot one-hot target; 2 * n_layers datapoint-attention blocks (the same
     block count as EquiTabPFN, hence comparable parameters); MLP decoder to
-    ``max_classes`` logits, of which the first K are returned."""
+    ``max_classes`` logits, of which the first K are returned. ``encode_context``,
+    ``predict_in_context`` and ``forward_chunked`` compute it in pieces (see :mod:`.inference`)."""
 
     arch = "tabpfn-star"
 
@@ -34,6 +36,11 @@ class TabPFNStar(nn.Module):
             nn.Linear(d, config.mlp_hidden), nn.GELU(), nn.Linear(config.mlp_hidden, config.max_classes)
         )
 
+    @property
+    def class_limit(self) -> int:
+        """The most classes it takes: its one-hot target and output slots."""
+        return self.config.max_classes
+
     def forward(
         self,
         x_train: torch.Tensor,
@@ -42,8 +49,7 @@ class TabPFNStar(nn.Module):
         n_classes: int,
     ) -> torch.Tensor:
         """Class logits of the test rows; same contract as :meth:`EquiTabPFN.forward`."""
-        if n_classes > self.config.max_classes:
-            raise TooManyClassesError.for_counts(self.config.max_classes, n_classes)
+        self._check_classes(n_classes)
         n_train = x_train.shape[1]
         features = missing_indicator_features(torch.cat([x_train, x_test], dim=1), self.config.f_max)
         tokens = self.covariate_encoder(features)  # (B, N+M, d)
@@ -53,3 +59,56 @@ class TabPFNStar(nn.Module):
         for block in self.blocks:
             tokens = block(tokens, n_train)
         return self.decoder(self.final_norm(tokens[:, n_train:, 0]))[..., :n_classes]  # (B, M, K)
+
+    def token_slots(self, n_classes: int) -> int:
+        """Tokens per row: one, whatever the classes."""
+        return 1
+
+    # -- the forward in pieces (model/inference.py) ----------------------------------------
+
+    def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
+                       plan: ChunkPlan | None = None) -> Context:
+        """The train side for a training set, computed once: per block the train rows' keys
+        and values. x_train: (B, N, F); y_train: (B, N) class ids in [0, n_classes)."""
+        plan = plan or ChunkPlan()
+        self._check_classes(n_classes)
+        tokens = self._tokens(x_train, y_train)  # (B, N, 1, d)
+        keys_values = []
+        for block in self.blocks:
+            tokens, kept = datapoints_chunked(block, tokens, plan, x_train.shape[1], keep=True)
+            keys_values.append(kept)
+        return Context(n_classes, keys_values)
+
+    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+        """Class logits (B, M, K) of test rows x_test (B, M, F) against an :meth:`encode_context`."""
+        plan = plan or ChunkPlan()
+        tokens = self._tokens(x_test, None)  # (B, M, 1, d)
+        for block, cached in zip(self.blocks, context.keys_values):
+            tokens, _ = datapoints_chunked(block, tokens, plan, context.n_train, cached)
+        return self.decoder(self.final_norm(tokens[:, :, 0]))[..., : context.n_classes]  # (B, M, K)
+
+    def forward_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
+                        plan: ChunkPlan | None = None) -> torch.Tensor:
+        """``forward`` in bounded memory, keeping nothing; ``forward`` itself when every block's
+        work fits one chunk of the plan."""
+        plan = plan or ChunkPlan()
+        n_train = x_train.shape[1]
+        if plan.fits(self, n_train, x_test.shape[1], n_classes):
+            return self(x_train, y_train, x_test, n_classes)
+        self._check_classes(n_classes)
+        tokens = torch.cat([self._tokens(x_train, y_train), self._tokens(x_test, None)], dim=1)  # (B, N+M, 1, d)
+        for block in self.blocks:
+            tokens, _ = datapoints_chunked(block, tokens, plan, n_train)
+        return self.decoder(self.final_norm(tokens[:, n_train:, 0]))[..., :n_classes]  # (B, M, K)
+
+    def _check_classes(self, n_classes: int) -> None:
+        if n_classes > self.class_limit:
+            raise TooManyClassesError.for_counts(self.class_limit, n_classes)
+
+    def _tokens(self, x: torch.Tensor, y_train: torch.Tensor | None) -> torch.Tensor:
+        """Input tokens of train rows (labels given) or test rows."""
+        # x: (B, R, F), y_train: (B, R) or None -> (B, R, 1, d)
+        tokens = self.covariate_encoder(missing_indicator_features(x, self.config.f_max))
+        if y_train is not None:
+            tokens = tokens + self.target_encoder(F.one_hot(y_train, self.config.max_classes).to(tokens.dtype))
+        return tokens.unsqueeze(2)

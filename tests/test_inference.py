@@ -13,7 +13,7 @@ from sklearn.inspection import permutation_importance
 
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.model import build_model, size_config
-from equibench.model.inference import ChunkPlan, encode_context, forward_chunked, predict_in_context
+from equibench.model.inference import ChunkPlan
 
 VARIANTS = [dict(norm_first=False, qk_norm=False), dict(norm_first=True, qk_norm=True), dict(norm_first=True)]
 
@@ -37,10 +37,10 @@ def test_pieces_compute_the_forward(arch, variant, plan):
     x_train, y_train, x_test = _problem(dtype=torch.float64)
     with torch.inference_mode():
         expected = model(x_train, y_train, x_test, 4)
-        context = encode_context(model, x_train, y_train, 4, plan)
-        cached = predict_in_context(model, context, x_test, plan)
-        again = predict_in_context(model, context, x_test[:, 4:], plan)  # the context is reusable
-        chunked = forward_chunked(model, x_train, y_train, x_test, 4, plan)
+        context = model.encode_context(x_train, y_train, 4, plan)
+        cached = model.predict_in_context(context, x_test, plan)
+        again = model.predict_in_context(context, x_test[:, 4:], plan)  # the context is reusable
+        chunked = model.forward_chunked(x_train, y_train, x_test, 4, plan)
     torch.testing.assert_close(cached, expected, rtol=0, atol=1e-12)
     torch.testing.assert_close(again, expected[:, 4:], rtol=0, atol=1e-12)
     torch.testing.assert_close(chunked, expected, rtol=0, atol=1e-12)
@@ -55,8 +55,8 @@ def test_many_classes_in_small_chunks_match_in_float32():
     assert plan.slots(65, 60, 32, 64) < 151 and plan.rows(151, 32, 64) < 65
     with torch.inference_mode():
         expected = model(x_train, y_train, x_test, 150)
-        chunked = forward_chunked(model, x_train, y_train, x_test, 150, plan)
-        cached = predict_in_context(model, encode_context(model, x_train, y_train, 150, plan), x_test, plan)
+        chunked = model.forward_chunked(x_train, y_train, x_test, 150, plan)
+        cached = model.predict_in_context(model.encode_context(x_train, y_train, 150, plan), x_test, plan)
     torch.testing.assert_close(chunked, expected, rtol=0, atol=2e-5)
     torch.testing.assert_close(cached, expected, rtol=0, atol=2e-5)
 
@@ -65,7 +65,7 @@ def test_context_size_is_keys_and_values_per_layer():
     model = build_model("equitabpfn", size_config("tiny")).eval()
     x_train, y_train, _ = _problem(batch=1)
     with torch.inference_mode():
-        context = encode_context(model, x_train, y_train, 4)
+        context = model.encode_context(x_train, y_train, 4)
     config = model.config
     per_layer = 2 * 40 * 5 * config.d_model * 4  # keys + values, N rows, 1+K slots, float32
     assert len(context.keys_values) == config.n_layers

@@ -588,7 +588,7 @@ def test_13_an_unwritable_out_is_one_line_naming_the_file(tmp_path, monkeypatch)
     assert "Permission denied: '" in _clean_error(result) and "choose a folder you can write to" in result.output
 
 
-@pytest.mark.parametrize("value, message", [("", "the equitabpfn checkpoint is empty"), ("DIR", "is a folder; pass the checkpoint file")])
+@pytest.mark.parametrize("value, message", [("", "the equitabpfn checkpoint is empty"), ("DIR", "is a folder, not a file")])
 def test_14_evaluate_checkpoint_options_that_are_not_files(tmp_path, value, message):
     value = str(tmp_path) if value == "DIR" else value
     result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--out", str(tmp_path / "o"),

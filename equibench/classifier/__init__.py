@@ -2,17 +2,21 @@
 TabPFNStarClassifier. ``fit`` stores the (preprocessed) training context; the network runs
 in ``predict_proba``.
 
-The shared estimator is in :mod:`.estimator`, checkpoint loading and references in
-:mod:`.checkpoints`, the batched and cached forward passes in :mod:`.prediction`, the
+:func:`classifier_for` picks the class for a checkpoint's architecture (with ECOC beyond its
+class limit). The shared estimator is in :mod:`.estimator`, the checkpoint resolver and
+references in :mod:`.checkpoints`, the batched and cached forward passes in :mod:`.prediction`, the
 pickle-free fit state in :mod:`.fit_state`. The two public classes are defined here, so
 that pickles and OpenML flows name them ``equibench.classifier.<class>``.
 """
 
 from __future__ import annotations
 
+from ..baselines.ecoc import ecoc_beyond
+from ..errors import CheckpointError
+from .checkpoints import shared_network
 from .estimator import PFNClassifier, PretrainingLimitWarning
 
-__all__ = ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier"]
+__all__ = ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "classifier_for"]
 
 
 class EquiTabPFNClassifier(PFNClassifier):
@@ -21,8 +25,9 @@ class EquiTabPFNClassifier(PFNClassifier):
 
     Parameters
     ----------
-    checkpoint : "default", path or model, default="default"
-        "default" loads the pretrained checkpoint packaged with equibench; a path (str or
+    checkpoint : "default", name, path or model, default="default"
+        "default" loads the pretrained EquiTabPFN checkpoint packaged with equibench; the
+        name of a packaged checkpoint ("equitabpfn-small") loads that one; a path (str or
         ``pathlib.Path``) loads a file written by ``equibench pretrain``; an ``EquiTabPFN``
         module is copied and used as is.
     n_estimators : int, default=4
@@ -126,9 +131,11 @@ class EquiTabPFNClassifier(PFNClassifier):
 class TabPFNStarClassifier(PFNClassifier):
     """TabPFN*, the non-equivariant comparison model, as a scikit-learn classifier.
 
-    Same parameters, attributes and preprocessing as :class:`EquiTabPFNClassifier`;
-    ensemble members additionally rotate the class ids (the model is not equivariant, so
-    this averages over class orders). At most 10 classes: wrap it in ECOC beyond that.
+    Same parameters, attributes and preprocessing as :class:`EquiTabPFNClassifier`, except
+    that ``checkpoint="default"`` is the packaged TabPFN* checkpoint; ensemble members
+    additionally rotate the class ids (the model is not equivariant, so this averages over
+    class orders). At most the checkpoint's ``max_classes`` classes (10 for the packaged
+    one): :func:`classifier_for` wraps it in ECOC beyond that.
 
     Attributes
     ----------
@@ -151,3 +158,29 @@ class TabPFNStarClassifier(PFNClassifier):
 
     _arch = "tabpfn-star"
     _class_shifts = True
+
+
+_CLASSIFIERS = {classifier._arch: classifier for classifier in (EquiTabPFNClassifier, TabPFNStarClassifier)}
+
+
+def classifier_for(checkpoint="default", n_classes: int | None = None, **params):
+    """The classifier for ``checkpoint``'s architecture: ``EquiTabPFNClassifier`` or
+    ``TabPFNStarClassifier(checkpoint=checkpoint, **params)``.
+
+    ``checkpoint`` is what the classifiers take: "default" (here the packaged EquiTabPFN),
+    an architecture ("equitabpfn", "tabpfn-star": its packaged checkpoint), a packaged
+    checkpoint's name ("tabpfn-star-small"), a file path or a model object. A bad one is a
+    :class:`~equibench.errors.CheckpointError`. When ``n_classes`` exceeds the network's class
+    limit (TabPFN*'s ``max_classes``; EquiTabPFN has none), the result is an
+    ``ECOCClassifier`` of single-member classifiers whose redundancy is ``n_estimators``,
+    seeded by ``random_state``.
+    """
+    network = shared_network(checkpoint)
+    classifier = _CLASSIFIERS.get(getattr(network, "arch", None))
+    if classifier is None:
+        raise CheckpointError(f"checkpoint is a {type(network).__name__}, not an EquiTabPFN or TabPFN* network")
+    if n_classes is None or network.class_limit is None:
+        return classifier(checkpoint=checkpoint, **params)
+    n_estimators = params.pop("n_estimators", PFNClassifier.__init__.__kwdefaults__["n_estimators"])
+    return ecoc_beyond(lambda members: classifier(checkpoint=checkpoint, n_estimators=members, **params),
+                       n_classes, network.class_limit, n_estimators, params.get("random_state"))

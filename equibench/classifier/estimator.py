@@ -136,11 +136,12 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)
         rng = check_random_state(self.random_state)
-        self.model_, self.checkpoint_reference_ = load_model(self.checkpoint, self._arch, type(self).__name__)
+        self.model_, self.checkpoint_reference_ = load_model(self.checkpoint, self._arch)
         self.device_ = resolve_device(self.device)
         resolve_precision(self.inference_precision, self.device_)
-        if self._class_shifts and n_classes > self.model_.config.max_classes:
-            raise TooManyClassesError.for_counts(self.model_.config.max_classes, n_classes)
+        limit = self.model_.class_limit
+        if limit is not None and n_classes > limit:
+            raise TooManyClassesError.for_counts(limit, n_classes)
         cap = len(y) if self.ignore_pretraining_limits else self.max_train_rows
         rows = balanced_subsample(y_encoded, cap, rng)
         if len(rows) < len(y):

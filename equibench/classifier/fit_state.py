@@ -144,7 +144,7 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
         estimator.checkpoint, estimator.checkpoint_reference_ = str(source), header["checkpoint"]
     else:
         estimator.checkpoint = checkpoint
-        estimator.model_, estimator.checkpoint_reference_ = load_model(checkpoint, cls._arch, cls.__name__)
+        estimator.model_, estimator.checkpoint_reference_ = load_model(checkpoint, cls._arch)
     estimator.device_ = resolve_device(params["device"] if device is not None else _saved_device(header["device"]))
     classes = arrays["classes"]
     estimator.classes_ = classes.astype(object) if header["classes_dtype"] == "object-str" else classes

@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from ..devices import resolve_precision
-from ..model.inference import encode_context, forward_chunked, predict_in_context
 
 
 class EnsemblePrediction:
@@ -43,7 +42,7 @@ class EnsemblePrediction:
         with torch.inference_mode(), self._mixed_precision(autocast):
             for transform, train_features in zip(self.transforms_, self.train_features_):
                 x_train, y_train = self._member_context(dtype, transform, train_features)
-                contexts.append(encode_context(model, x_train, y_train, len(self.classes_)))
+                contexts.append(model.encode_context(x_train, y_train, len(self.classes_)))
         return contexts
 
     def _ensemble_proba(self, values) -> np.ndarray:
@@ -62,9 +61,9 @@ class EnsemblePrediction:
                 for start in range(0, test_features.shape[0], self.batch_size):
                     x_test = test_features[start : start + self.batch_size].to(self.device_).unsqueeze(0)  # (1, m, F)
                     if context is not None:
-                        logits = predict_in_context(model, context, x_test)[0]  # (m, K)
+                        logits = model.predict_in_context(context, x_test)[0]  # (m, K)
                     else:
-                        logits = forward_chunked(model, *train, x_test, len(self.classes_))[0]  # (m, K)
+                        logits = model.forward_chunked(*train, x_test, len(self.classes_))[0]  # (m, K)
                     chunks.append(torch.softmax(logits.double() / self.softmax_temperature, dim=-1).cpu())
             # (M, K) in the member's shifted class order -> classes_ order
             total += torch.roll(torch.cat(chunks), -transform.spec.class_shift, dims=-1)

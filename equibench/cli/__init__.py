@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import __version__
-from . import evaluation, reporting, training
+from . import evaluation, reporting, scoring, training
 from .failures import CommandGroup
 from .training import FEATURE_COUNT_NAMES, SCHEDULE_NAMES, SIZE_NAMES
 
@@ -46,7 +46,7 @@ def _root(
 
 for _command in (
     reporting.info, training.pretrain, training.export, training.curves, evaluation.evaluate, evaluation.download,
-    evaluation.methods, evaluation.suites, reporting.equivariance, reporting.report,
+    evaluation.methods, evaluation.suites, reporting.equivariance, reporting.report, scoring.score,
 ):
     app.command()(_command)
 prior_app.command("preview")(training.prior_preview)

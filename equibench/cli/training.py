@@ -15,6 +15,11 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
 from ..errors import InvalidInputError
 from . import output
 
@@ -24,6 +29,8 @@ SIZE_NAMES = ("tiny", "small", "medium", "base")
 SCHEDULE_NAMES = ("cosine", "wsd", "schedule-free")
 #: Mirrors equibench.prior.config.FEATURE_COUNTS (checked by a test), for the same reason.
 FEATURE_COUNT_NAMES = ("uniform", "log-uniform")
+#: Mirrors equibench.pretrain.recipe.RECIPES_DIR (checked by a test), for the same reason.
+RECIPES_DIR = Path(__file__).resolve().parents[1] / "pretrain" / "recipes"
 
 Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
 _ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
@@ -85,36 +92,48 @@ def _parse_curriculum(text: str | None) -> tuple[tuple[int, int], ...]:
         ) from None
 
 
+def _list_recipes(value: str | None) -> str | None:
+    """``--recipe list``: print the shipped recipes and exit (before --out is asked for)."""
+    if value != "list":
+        return value
+    for path in sorted(RECIPES_DIR.glob("*.toml")):
+        description = tomllib.loads(path.read_text()).get("description", "")
+        output.console.print(f"[bold]{path.stem}[/bold]  {escape(description)}", highlight=False)
+    raise typer.Exit()
+
+
 def pretrain(
     out: Annotated[Path, typer.Option(help="Output directory (train_state.pt, model.pt, log.jsonl).")],
+    recipe: Annotated[Optional[str], typer.Option(callback=_list_recipes, is_eager=True, help="Start from a recipe: a shipped one by name ('--recipe list' describes them) or a TOML file; the flags given replace its values. Without one, the defaults shown apply.")] = None,
     arch: Annotated[Arch, typer.Option(help="equitabpfn, or tabpfn (= tabpfn-star, the non-equivariant model).")] = "equitabpfn",
-    size: Annotated[Size, typer.Option(help="Named model size.")] = "small",
-    steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 1000,
-    batch_size: Annotated[int, typer.Option(help="Datasets per micro-batch (per process).")] = 8,
-    grad_accumulation: Annotated[int, typer.Option(help="Micro-batches per optimizer step.")] = 1,
-    rows: Annotated[int, typer.Option(help="Rows per synthetic dataset (train + test).")] = 1152,
-    nan_prob: Annotated[float, typer.Option(help="Share of prior datasets given missing values.")] = 0.0,
-    lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 1e-4,
-    warmup_steps: Annotated[int, typer.Option(help="Linear warm-up steps before the cosine decay.")] = 100,
-    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.0,
-    grad_clip: Annotated[float, typer.Option(help="Clip the gradient norm at this value.")] = 1.0,
-    adam_beta2: Annotated[float, typer.Option(help="Adam's second-moment decay beta2.")] = 0.999,
-    schedule: Annotated[Schedule, typer.Option(help="Learning-rate schedule after the warm-up: cosine decay, warm-up-stable-decay (wsd), or schedule-free AdamW (no horizon).")] = "cosine",
-    decay_fraction: Annotated[float, typer.Option(help="wsd: share of the steps in the final cool-down.")] = 0.2,
-    rows_curriculum: Annotated[Optional[str], typer.Option(help="Short-to-long curriculum 'STEP:ROWS,...': from STEP on, datasets have ROWS rows (before the first STEP, --rows).")] = None,
-    tree_fraction: Annotated[float, typer.Option(help="Share of prior datasets whose target is a sum of random axis-aligned trees (0: the paper's v1 prior).")] = 0.0,
-    feature_counts: Annotated[FeatureCounts, typer.Option(help="How many features a prior dataset uses: uniform in 1..100 (the paper's v1 prior) or log-uniform (half the datasets with 1-9).")] = "uniform",
-    outlier_prob: Annotated[float, typer.Option(help="Share of prior datasets with outlying cells: up to 5% of their values moved by 2-10 standard deviations after the target was drawn (0: the paper's v1 prior).")] = 0.0,
-    max_classes: Annotated[int, typer.Option(help="Most classes of a prior dataset (TabPFN* takes at most 10).")] = 10,
-    p_binary: Annotated[float, typer.Option(help="Share of prior batches with two classes.")] = 0.5,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    size: Annotated[Optional[Size], typer.Option(help="Named model size.", show_default="small")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Optimizer steps.", show_default="1000")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Datasets per micro-batch (per process).", show_default="8")] = None,
+    grad_accumulation: Annotated[Optional[int], typer.Option(help="Micro-batches per optimizer step.", show_default="1")] = None,
+    rows: Annotated[Optional[int], typer.Option(help="Rows per synthetic dataset (train + test).", show_default="1152")] = None,
+    nan_prob: Annotated[Optional[float], typer.Option(help="Share of prior datasets given missing values.", show_default="0.0")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate.", show_default="0.0001")] = None,
+    warmup_steps: Annotated[Optional[int], typer.Option(help="Linear warm-up steps before the cosine decay.", show_default="100")] = None,
+    weight_decay: Annotated[Optional[float], typer.Option(help="AdamW weight decay.", show_default="0.0")] = None,
+    grad_clip: Annotated[Optional[float], typer.Option(help="Clip the gradient norm at this value.", show_default="1.0")] = None,
+    adam_beta2: Annotated[Optional[float], typer.Option(help="Adam's second-moment decay beta2.", show_default="0.999")] = None,
+    schedule: Annotated[Optional[Schedule], typer.Option(help="Learning-rate schedule after the warm-up: cosine decay, warm-up-stable-decay (wsd), or schedule-free AdamW (no horizon).", show_default="cosine")] = None,
+    decay_fraction: Annotated[Optional[float], typer.Option(help="wsd: share of the steps in the final cool-down.", show_default="0.2")] = None,
+    rows_curriculum: Annotated[Optional[str], typer.Option(help="Short-to-long curriculum 'STEP:ROWS,...': from STEP on, datasets have ROWS rows (before the first STEP, --rows); '' for none.")] = None,
+    tree_fraction: Annotated[Optional[float], typer.Option(help="Share of prior datasets whose target is a sum of random axis-aligned trees (0: the paper's v1 prior).", show_default="0.0")] = None,
+    feature_counts: Annotated[Optional[FeatureCounts], typer.Option(help="How many features a prior dataset uses: uniform in 1..100 (the paper's v1 prior) or log-uniform (half the datasets with 1-9).", show_default="uniform")] = None,
+    outlier_prob: Annotated[Optional[float], typer.Option(help="Share of prior datasets with outlying cells: up to 5% of their values moved by 2-10 standard deviations after the target was drawn (0: the paper's v1 prior).", show_default="0.0")] = None,
+    max_classes: Annotated[Optional[int], typer.Option(help="Most classes of a prior dataset (TabPFN* takes at most 10).", show_default="10")] = None,
+    p_binary: Annotated[Optional[float], typer.Option(help="Share of prior batches with two classes.", show_default="0.5")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda or cuda:N.", show_default="auto")] = None,
     amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (default: on for CUDA only).")] = None,
-    prior_workers: Annotated[int, typer.Option(help="Worker processes that draw the prior's batches on the CPU ahead of the steps (0: drawn in the training process, on --device). The batches equal a CPU run's.")] = 0,
-    seed: Annotated[int, typer.Option(help="Seeds the model init and the prior stream.")] = 0,
-    checkpoint_every: Annotated[int, typer.Option(help="Steps between atomic checkpoints.")] = 100,
-    validate_every: Annotated[int, typer.Option(help="Steps between validations.")] = 200,
-    validation_batches: Annotated[int, typer.Option(help="Fixed prior batches used for validation.")] = 8,
-    bundled_validation: Annotated[bool, typer.Option(help="Also validate on iris, wine, breast_cancer, digits.")] = True,
+    prior_workers: Annotated[Optional[int], typer.Option(help="Worker processes that draw the prior's batches on the CPU ahead of the steps (0: drawn in the training process, on --device). The batches equal a CPU run's.", show_default="0")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seeds the model init and the prior stream.", show_default="0")] = None,
+    checkpoint_every: Annotated[Optional[int], typer.Option(help="Steps between atomic checkpoints.", show_default="100")] = None,
+    max_file_mb: Annotated[Optional[float], typer.Option(help="Write train_state.pt in parts of at most this many MB (an index plus train_state.pt.*.part-* files, read back transparently); default: one file.")] = None,
+    validate_every: Annotated[Optional[int], typer.Option(help="Steps between validations.", show_default="200")] = None,
+    validation_batches: Annotated[Optional[int], typer.Option(help="Fixed prior batches used for validation.", show_default="8")] = None,
+    bundled_validation: Annotated[Optional[bool], typer.Option("--bundled-validation/--no-bundled-validation", help="Also validate on iris, wine, breast_cancer, digits.", show_default="on")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run saved in --out exactly.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Start a new run in --out, replacing the model.pt, config.json, log.jsonl and train_state.pt there.")] = False,
     d_model: Annotated[Optional[int], typer.Option(help="Override the size's width.")] = None,
@@ -131,27 +150,27 @@ def pretrain(
 
     Ctrl-C or SIGTERM stops the run after the step in flight, checkpointed (exit status 130);
     continue it with the same command plus --resume."""
-    from ..pretrain import TrainConfig
+    from ..pretrain import Recipe, load_recipe
     from ..pretrain import pretrain as run_pretraining
-    from ..prior import PriorConfig
 
-    overrides = {
-        key: value
-        for key, value in {"d_model": d_model, "n_layers": layers, "n_heads": heads, "mlp_hidden": mlp_hidden,
-                           "norm_first": norm_first, "qk_norm": qk_norm}.items()
-        if value is not None
-    }
-    curriculum = _parse_curriculum(rows_curriculum)
-    config = TrainConfig(
-        arch=_ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value), size=Size(size).value, steps=steps, batch_size=batch_size,
-        grad_accumulation=grad_accumulation, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
-        grad_clip=grad_clip, adam_beta2=adam_beta2, schedule=Schedule(schedule).value,
-        decay_fraction=decay_fraction, rows_curriculum=curriculum, seed=seed, device=device, amp=amp, prior_workers=prior_workers, checkpoint_every=checkpoint_every, validate_every=validate_every,
-        validation_batches=validation_batches, bundled_validation=bundled_validation, model_overrides=overrides,
-        init_from=None if init_from is None else str(init_from),
+    def given(**values) -> dict:
+        return {key: value.value if isinstance(value, Enum) else value for key, value in values.items()
+                if value is not None}
+
+    train = given(
+        steps=steps, batch_size=batch_size, grad_accumulation=grad_accumulation, lr=lr, warmup_steps=warmup_steps,
+        weight_decay=weight_decay, grad_clip=grad_clip, adam_beta2=adam_beta2, schedule=schedule,
+        decay_fraction=decay_fraction, rows_curriculum=None if rows_curriculum is None else _parse_curriculum(rows_curriculum),
+        seed=seed, device=device, amp=amp, prior_workers=prior_workers, checkpoint_every=checkpoint_every,
+        max_file_mb=max_file_mb, validate_every=validate_every, validation_batches=validation_batches,
+        bundled_validation=bundled_validation, init_from=None if init_from is None else str(init_from),
     )
-    prior = PriorConfig(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction, outlier_prob=outlier_prob,
-                        feature_counts=FeatureCounts(feature_counts).value, max_classes=max_classes, p_binary=p_binary)
+    prior_values = given(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction, outlier_prob=outlier_prob,
+                         feature_counts=feature_counts, max_classes=max_classes, p_binary=p_binary)
+    model = given(size=size, d_model=d_model, n_layers=layers, n_heads=heads, mlp_hidden=mlp_hidden,
+                  norm_first=norm_first, qk_norm=qk_norm)
+    chosen = Recipe() if recipe is None else load_recipe(recipe)
+    config, prior = chosen.configs(_ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value), train, prior_values, model)
     if time_limit is not None and not time_limit > 0:
         raise InvalidInputError(f"--time-limit takes a positive number of minutes, got {time_limit}")
     if resume and overwrite:

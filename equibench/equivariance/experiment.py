@@ -164,8 +164,7 @@ def _member_log_probs(
 def forward_batch_size(model: nn.Module, rows: int, n_classes: int) -> int:
     """(dataset, relabelling) pairs per network call: EquiTabPFN has 1 + K token slots per
     row, TabPFN* one."""
-    slots = n_classes + 1 if model.arch == "equitabpfn" else 1
-    return max(1, min(FORWARD_BATCH, FORWARD_TOKENS // (rows * slots)))
+    return max(1, min(FORWARD_BATCH, FORWARD_TOKENS // (rows * model.token_slots(n_classes))))
 
 
 def measure_model(
@@ -224,7 +223,7 @@ def measure_equivariance(config: EquivarianceConfig, log: Callable[[str], None] 
     device = resolve_device(config.device)
 
     def runnable_models(n_classes: int) -> dict:
-        return {label: m for label, m in models.items() if m.arch == "equitabpfn" or n_classes <= m.config.max_classes}
+        return {label: m for label, m in models.items() if m.class_limit is None or n_classes <= m.class_limit}
 
     total = sum(len(runnable_models(n_classes)) for n_classes in config.classes)
     done = 0
@@ -232,7 +231,7 @@ def measure_equivariance(config: EquivarianceConfig, log: Callable[[str], None] 
     records, notes = [], []
     for n_classes in config.classes:
         runnable = runnable_models(n_classes)
-        notes += [f"{label}: K={n_classes} skipped, TabPFN* has {model.config.max_classes} class slots "
+        notes += [f"{label}: K={n_classes} skipped, TabPFN* has {model.class_limit} class slots "
                   "(it needs ECOC beyond them)" for label, model in models.items() if label not in runnable]
         if not runnable:
             continue

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from ..classifier import EquiTabPFNClassifier, TabPFNStarClassifier
+from ..classifier import classifier_for
 from ..model import load_checkpoint
 from .experiment import ARCH_LABELS, checkpoint_labels
 
@@ -38,8 +38,7 @@ def toy_predictions(model: nn.Module, grid: int, ordering: tuple[int, ...], devi
                     seed: int = 0) -> np.ndarray:
     """Predicted ORIGINAL class on the mesh, (grid, grid), when original class c is given
     the label ``ordering[c]``; through the classifier (its preprocessing, 1 member)."""
-    classifier_class = EquiTabPFNClassifier if model.arch == "equitabpfn" else TabPFNStarClassifier
-    classifier = classifier_class(checkpoint=model, n_estimators=1, device=device, random_state=seed)
+    classifier = classifier_for(model, n_estimators=1, device=device, random_state=seed)
     x_train, y_train, mesh = toy_problem(grid)
     relabel = np.asarray(ordering)
     predicted = classifier.fit(x_train, relabel[y_train]).predict(mesh)  # labels 0..8 (classes_ sorted)

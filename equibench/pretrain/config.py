@@ -44,6 +44,9 @@ class TrainConfig:
     bundled_validation: bool = True
     model_overrides: dict = field(default_factory=dict)  # fields of ModelConfig to change
     init_from: str | None = None  # checkpoint whose weights start the run (continued pretraining)
+    #: write train_state.pt in parts of at most this many MB (10**6 bytes); None: one file
+    max_file_mb: float | None = None
+    recipe: str | None = None  # the recipe these settings started from (a label: name or file)
 
     def __post_init__(self) -> None:
         if self.arch not in ("equitabpfn", "tabpfn-star"):
@@ -62,6 +65,9 @@ class TrainConfig:
             raise InvalidInputError("warmup_steps and validation_batches must be >= 0")
         if isinstance(self.prior_workers, bool) or not isinstance(self.prior_workers, int) or self.prior_workers < 0:
             raise InvalidInputError(f"prior_workers must be a non-negative integer, got {self.prior_workers!r}")
+        if self.max_file_mb is not None and (isinstance(self.max_file_mb, bool) or not isinstance(
+                self.max_file_mb, (int, float)) or not 0.001 <= self.max_file_mb < math.inf):
+            raise InvalidInputError(f"max_file_mb must be a number of MB >= 0.001, or None, got {self.max_file_mb!r}")
         if not self.lr > 0 or not self.grad_clip > 0 or self.weight_decay < 0:
             raise InvalidInputError("lr and grad_clip must be > 0 and weight_decay >= 0")
         if not 0.0 < self.adam_beta2 < 1.0:
@@ -70,15 +76,18 @@ class TrainConfig:
             raise InvalidInputError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         if not 0.0 < self.decay_fraction <= 1.0:
             raise InvalidInputError(f"decay_fraction must be in (0, 1], got {self.decay_fraction!r}")
-        curriculum = tuple(tuple(entry) for entry in self.rows_curriculum)
-        object.__setattr__(self, "rows_curriculum", curriculum)
-        steps = [entry[0] for entry in curriculum]
+        try:
+            curriculum = tuple(tuple(entry) for entry in self.rows_curriculum)
+        except TypeError:  # not a sequence of pairs
+            curriculum = ((),)
+        steps = [entry[0] for entry in curriculum if entry]
         if (any(len(entry) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in entry)
                 for entry in curriculum) or steps != sorted(set(steps))):
             raise InvalidInputError(
                 "rows_curriculum must be (first_step, rows) pairs of positive integers with increasing "
                 f"steps, got {self.rows_curriculum!r}"
             )
+        object.__setattr__(self, "rows_curriculum", curriculum)
         size_config(self.size, **self.model_overrides)  # validates the overrides
 
 
@@ -124,10 +133,11 @@ _DEFAULTS = {
     "prior": {"feature_counts": "uniform", "outlier_prob": 0.0, "outlier_max_fraction": 0.05,
               "outlier_scale_range": [2.0, 10.0]},
 }
-#: Settings that do not change the recipe and may differ on resume: where and in which precision
-#: the steps run (device, amp, prior_workers) and what is written along the way.
+#: Settings that do not change what is trained and may differ on resume: where and in which precision
+#: the steps run (device, amp, prior_workers), what is written along the way and how, and the
+#: recipe's label.
 _FREE_ON_RESUME = {"device", "amp", "prior_workers", "checkpoint_every", "validate_every", "validation_batches",
-                   "bundled_validation"}
+                   "bundled_validation", "max_file_mb", "recipe"}
 
 
 def changed_settings(saved: dict, current: dict, config: TrainConfig, done_steps: int) -> list[str]:

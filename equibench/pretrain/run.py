@@ -264,7 +264,7 @@ class _Run:
             "prior_generators": [g.cpu() for g in generators], "hardware_history": self._hardware_history(step),
             "card": dataclasses.asdict(card),  # model.pt's card, so the state alone rebuilds model.pt
         }
-        run_dir.save(self.out_dir, state, self.model, self.optimizer, card)
+        run_dir.save(self.out_dir, state, self.model, self.optimizer, card, self.config.max_file_mb)
 
     def _hardware_history(self, step: int) -> list[dict]:
         """Which hardware trained steps 1..``step`` of this run."""

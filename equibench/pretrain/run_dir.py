@@ -1,6 +1,8 @@
 """The run folder of a pretraining run::
 
-    train_state.pt   model, optimizer, scheduler and RNG state (to resume), and model.pt's card
+    train_state.pt   model, optimizer, scheduler and RNG state (to resume), and model.pt's card;
+                     with ``max_file_mb``, possibly an index of train_state.pt.*.part-* files
+                     (:mod:`.state_file`)
     model.pt         the model in the equibench checkpoint format, with its model card
                      (rebuilt exactly from train_state.pt by :func:`model_file` where it is missing)
     log.jsonl        one record per step ({"kind": "step", ...}) and per validation
@@ -26,8 +28,8 @@ from torch import nn
 from ..atomic_files import atomic_write_text
 from ..errors import InvalidInputError
 from ..model import ModelCard, build_model, count_parameters, save_checkpoint, size_config
-from ..model.checkpoint import atomic_torch_save
 from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
+from . import state_file
 from .config import TrainConfig
 from .optim import build_optimizer, evaluation_weights
 
@@ -76,9 +78,11 @@ def load_state(out_dir: Path) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"resume=True was given but {str(path)!r} does not exist; start with resume=False")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = state_file.read(path)
         if not isinstance(state, dict) or "run" not in state:
-            raise InvalidInputError("not a training state")
+            raise ValueError("not a training state")
+    except InvalidInputError:  # a part missing or damaged, named in its own message
+        raise
     except Exception as error:  # torch raises many types for a damaged file
         raise InvalidInputError(
             f"{str(path)!r} is unreadable ({type(error).__name__}: {str(error).splitlines()[0][:200]}); it may be "
@@ -93,7 +97,7 @@ def start(out_dir: Path, description: dict, resume_step: int | None) -> None:
     (it can no longer be resumed) and start an empty log."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume_step is None:
-        (out_dir / STATE_FILE).unlink(missing_ok=True)
+        state_file.remove(out_dir / STATE_FILE)
     atomic_write_text(out_dir / CONFIG_FILE, json.dumps(description, indent=2) + "\n")
     kept = [] if resume_step is None else _logged_lines(out_dir / LOG_FILE, resume_step)
     atomic_write_text(out_dir / LOG_FILE, "".join(line + "\n" for line in kept))  # a kill here keeps the old log
@@ -128,9 +132,11 @@ def append_log(out_dir: Path, record: dict) -> None:
         log.write(line + "\n")
 
 
-def save(out_dir: Path, state: dict, model: nn.Module, optimizer: torch.optim.Optimizer, card: ModelCard) -> None:
-    """Write the training ``state`` and the model (its weights to ship) with ``card``, each atomically."""
-    atomic_torch_save(state, out_dir / STATE_FILE)
+def save(out_dir: Path, state: dict, model: nn.Module, optimizer: torch.optim.Optimizer, card: ModelCard,
+         max_file_mb: float | None = None) -> None:
+    """Write the training ``state`` (in parts of at most ``max_file_mb`` MB where given) and the
+    model (its weights to ship) with ``card``, each atomically."""
+    state_file.write(state, out_dir / STATE_FILE, None if max_file_mb is None else int(max_file_mb * 1e6))
     with evaluation_weights(model, optimizer):
         save_checkpoint(model, out_dir / MODEL_FILE, card)
 

@@ -11,7 +11,7 @@ from sklearn import datasets
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 from torch import nn
 
-from ..classifier import EquiTabPFNClassifier, TabPFNStarClassifier
+from ..classifier import classifier_for
 from ..prior import PriorBatch, PriorConfig, sample_batch
 from .loss import forward_batch, masked_test_loss
 from .optim import evaluation_weights
@@ -52,8 +52,7 @@ def bundled_accuracy(
     model: nn.Module, names=tuple(BUNDLED_DATASETS), folds: int = 5, n_estimators: int = 1, device="cpu"
 ) -> dict[str, float]:
     """Mean stratified ``folds``-fold CV accuracy on scikit-learn's bundled datasets."""
-    classifier_class = EquiTabPFNClassifier if model.arch == "equitabpfn" else TabPFNStarClassifier
-    classifier = classifier_class(checkpoint=model, n_estimators=n_estimators, device=device, random_state=0)
+    classifier = classifier_for(model, n_estimators=n_estimators, device=device, random_state=0)
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=0)
     scores = {}
     was_training = model.training

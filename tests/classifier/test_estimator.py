@@ -321,7 +321,7 @@ def test_feature_transforms_choose_each_members_preprocessing():
         ({"device": "tpu"}, "device must be"),
         ({"checkpoint": 42}, "checkpoint must be"),
         ({"checkpoint": "/no/such/file.pt"}, "does not exist"),
-        ({"checkpoint": STAR}, "needs a 'equitabpfn' model"),
+        ({"checkpoint": STAR}, "holds a tabpfn-star model, not equitabpfn"),
     ],
 )
 def test_bad_parameters(params, message):

@@ -75,3 +75,24 @@ def test_cli_size_schedule_and_feature_count_names_match_the_library():
     assert tuple(SIZES) == SIZE_NAMES
     assert SCHEDULES == SCHEDULE_NAMES
     assert FEATURE_COUNTS == FEATURE_COUNT_NAMES
+
+
+def test_pretrain_recipe_list_needs_no_out_and_no_heavy_module(tmp_path):
+    from equibench.cli.training import RECIPES_DIR
+    from equibench.pretrain.recipe import RECIPES_DIR as LIBRARY_RECIPES_DIR
+
+    assert RECIPES_DIR == LIBRARY_RECIPES_DIR
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from equibench.cli import app\n"
+        "result = CliRunner().invoke(app, ['pretrain', '--recipe', 'list'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print(result.output)\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    listing, heavy = ran.stdout.strip().rsplit("\n", 1)
+    assert heavy == "[]"
+    assert [line.split()[0] for line in listing.splitlines()] == ["deeper-6", "medium-gpu", "small-cpu"]

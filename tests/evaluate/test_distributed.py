@@ -47,6 +47,7 @@ def _assert_same_rows(left: pd.DataFrame, right: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(left, right, check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_local_dask_cluster_gives_the_rows_of_local_execution(tmp_path):
     # every cell runs on --threads-per-cell threads (1) on both backends: the same numbers
     with LocalBackend(2) as backend:

@@ -44,7 +44,7 @@ def test_resume_refuses_changed_settings_but_not_bookkeeping(tmp_path):
 
 @pytest.mark.parametrize("schedule, first_steps, extended, allowed", [
     ("schedule-free", 4, 8, True),  # no horizon: extendable at any step
-    ("wsd", 10, 20, True),  # 4 steps done, before the cool-down at step 5 (of 10) and 10 (of 20)
+    pytest.param("wsd", 10, 20, True, marks=pytest.mark.slow),  # 4 steps done, before the cool-down at step 5 (of 10) and 10 (of 20)
     ("cosine", 4, 8, False),  # the cosine horizon moved: refused
 ])
 def test_extending_a_run(tmp_path, schedule, first_steps, extended, allowed):

@@ -44,6 +44,7 @@ def test_workers_draw_the_in_process_stream_and_advance_the_generator_per_batch_
         drawn.close()
 
 
+@pytest.mark.slow
 def test_a_run_resumes_exactly_with_workers_and_a_changed_amp_setting(tmp_path):
     """prior_workers and amp may change on resume (like device): on the CPU the steps stay exact."""
     pretrain(tiny_config(), PRIOR, tmp_path / "straight", progress=False)

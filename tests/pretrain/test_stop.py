@@ -100,6 +100,7 @@ def _train_until_signalled(out, number: int, *extra: str) -> tuple[subprocess.Co
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr), workers
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_pretrain_command_stops_checkpointed_on_ctrl_c_or_sigterm_and_resumes(tmp_path):
     out = tmp_path / "run"
