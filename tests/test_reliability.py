@@ -185,7 +185,7 @@ def test_3_pretrain_refuses_files_of_another_run(tmp_path, present):
     _assert_survived(user)
     result = CliRunner().invoke(app, ["pretrain", "--out", str(tmp_path), "--size", "tiny", "--steps", "1",
                                       "--no-bundled-validation", "--no-progress"])
-    assert "overwrite=True" in _clean_error(result)
+    assert "pass --overwrite to replace them" in _clean_error(result)  # the library's overwrite=True, as the flag
     _assert_survived(user)
     pretrain(_train_config(steps=2), PRIOR, tmp_path, progress=False, overwrite=True)
     assert load_checkpoint(tmp_path / "model.pt")[1].steps == 2
@@ -388,6 +388,9 @@ def test_11_evaluate_exits_non_zero_when_cells_failed(tmp_path, monkeypatch):
     args = ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0", "--no-progress", "--jobs", "1"]
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "a")])
     assert result.exit_code == 1 and "6 cells of this run failed" in result.output and "rerun the command" in result.output
+    assert "knn: 6 cells failed: RuntimeError: this learner is broken" in result.stderr  # one line per reason
+    assert f"and {tmp_path / 'a' / 'tracebacks'}/" in result.stderr  # named: it exists
+    assert "next: equibench report" not in result.stdout  # nothing to report
     assert set(pd.read_csv(tmp_path / "a" / "results.csv").status) == {"failed"}
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "b"), "--allow-failures"])
     assert result.exit_code == 0 and "6 cells of this run failed" in result.output

@@ -15,7 +15,7 @@ import typer
 
 from .. import __version__
 from . import evaluation, reporting, scoring, training
-from .failures import CommandGroup
+from .failures import Command, CommandGroup
 from .training import FEATURE_COUNT_NAMES, SCHEDULE_NAMES, SIZE_NAMES
 
 __all__ = ["FEATURE_COUNT_NAMES", "SCHEDULE_NAMES", "SIZE_NAMES", "app"]
@@ -48,6 +48,6 @@ for _command in (
     reporting.info, training.pretrain, training.export, training.curves, evaluation.evaluate, evaluation.download,
     evaluation.methods, evaluation.suites, reporting.equivariance, reporting.report, scoring.score,
 ):
-    app.command()(_command)
-prior_app.command("preview")(training.prior_preview)
+    app.command(cls=Command)(_command)
+prior_app.command("preview", cls=Command)(training.prior_preview)
 app.add_typer(prior_app, name="prior")

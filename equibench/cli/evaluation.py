@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 import signal
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -43,13 +45,13 @@ def _method_list(text: str) -> tuple[str, ...]:
 def evaluate(
     context: typer.Context,
     suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
-    out: Annotated[Optional[Path], typer.Option(help="Results directory (default results/<suite>).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Results directory (default runs/<suite>: the suite's name, or the suite file's name without its extension); rerun with the same one to resume.", show_default=False)] = None,
     methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
     ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
     jobs: Annotated[Optional[int], typer.Option(help="Cells run in parallel worker processes on this machine (default: its cores / --threads-per-cell, or 1 with a --device other than cpu; 1 runs them in this process).", show_default=False)] = None,
     scheduler: Annotated[Optional[str], typer.Option(envvar="EQUIBENCH_SCHEDULER", help="Run the cells on a Dask cluster: its scheduler address (tcp://host:8786), a scheduler file (.json), or local:N for N worker processes here. See docs/DISTRIBUTED.md.")] = None,
-    openml_cache: Annotated[Optional[Path], typer.Option(help="OpenML cache in openml's layout (copied, never modified); default $OPENML_CACHE_DIR.")] = None,
+    openml_cache: Annotated[Optional[Path], typer.Option(help="Your OpenML cache folder, in openml's layout (copied, never modified; fill one with `equibench download`); default $OPENML_CACHE_DIR, else openml's own cache.", show_default=False)] = None,
     tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS. Without, their cells are skipped.")] = None,
     equitabpfn_checkpoint: Annotated[str, typer.Option(help="EquiTabPFN checkpoint file, or `default` (the packaged one).")] = "default",
     tabpfn_star_checkpoint: Annotated[str, typer.Option(help="TabPFN* checkpoint file, or `default`.")] = "default",
@@ -63,8 +65,10 @@ def evaluate(
 ) -> None:
     """Evaluate methods on every task and fold of a suite; rerun the same command to resume.
 
-    Exit status: 0 done, 1 cells of this run failed (rerun to retry them; see --allow-failures),
-    2 bad input, 130 interrupted (Ctrl-C or SIGTERM; rerun to resume)."""
+    Exit status: 0 every cell that could run is ok or skipped (tasks missing from the OpenML
+    cache are named, with what fetches them), 1 cells of this run failed (rerun to retry them;
+    see --allow-failures), 2 bad input, or no task of the cells to run could be loaded,
+    130 interrupted (Ctrl-C or SIGTERM; rerun to resume)."""
     from ..evaluate import EvaluateConfig
     from ..evaluate import evaluate as run_evaluation
     from ..evaluate.backends import LocalBackend, check_backend_options, make_backend
@@ -77,7 +81,7 @@ def evaluate(
         equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
         threads_per_cell=threads_per_cell,
     )
-    out = out or Path("results") / Path(suite).stem
+    out = out or default_out(suite)
     check_backend_options(jobs, scheduler)
     if jobs is None and device != "cpu":
         jobs = 1  # one process owns the GPU rather than one CUDA context per core
@@ -96,32 +100,93 @@ def evaluate(
         raise typer.Exit(code=1)
 
 
+#: At most this many distinct reasons of failed cells are printed (all are in results.csv).
+FAILURE_REASONS_SHOWN = 5
+
+
+def default_out(suite: str) -> Path:
+    """Where ``evaluate`` writes without ``--out``: ``runs/<suite name>`` (a suite file: its
+    name without the extension), never the committed results."""
+    return Path("runs") / Path(suite).stem
+
+
 def _print_summary(summary, out: Path, dry_run: bool, command) -> None:
-    """What ``evaluate`` did (or, dry, would do): damaged cells, unavailable tasks, counts;
-    the library's parameter names as ``command``'s flags."""
+    """What ``evaluate`` did (or, dry, would do), on stderr what went wrong or is missing (once
+    per cause), on stdout per method the counts and mean accuracy, the skipped cells' reasons,
+    where the results are and the next command; the library's parameter names as
+    ``command``'s flags."""
     if summary.damaged:
         output.errors.print(f"[yellow]{len(summary.damaged)} stored cells were damaged and "
                             f"{'will be' if dry_run else 'were'} recomputed[/yellow], e.g. "
                             f"{escape(next(iter(summary.damaged.values())))}", highlight=False)
     for task_id, message in summary.task_errors.items():
-        message = with_flags(message, command)
-        output.errors.print(f"[yellow]task {task_id} unavailable:[/yellow] {escape(message)}", highlight=False)
+        output.errors.print(f"[red]task {task_id} cannot be loaded:[/red] {escape(with_flags(message, command))}",
+                            highlight=False)
+    n_missing = len(summary.missing_cells)
+    not_run = f"{n_missing} cells {'will not be' if dry_run else 'were not'} run"
+    for line in summary.missing_groups:
+        ending = f"; {not_run}" if len(summary.missing_groups) == 1 else ""
+        output.errors.print(f"[yellow]missing:[/yellow] {escape(with_flags(line, command))}{ending}", highlight=False)
+    if len(summary.missing_groups) > 1:
+        output.errors.print(f"[yellow]missing:[/yellow] in all, {not_run}", highlight=False)
+    if summary.next_step:
+        output.errors.print(f"[yellow]to run them:[/yellow] {escape(with_flags(summary.next_step, command))}",
+                            highlight=False)
     if dry_run:
         done = {cell.key for cell in summary.cells} - {cell.key for cell in summary.pending}
         table = output.table("task", "fold", "method", "variant", "state",
-                             title=f"{len(summary.cells)} cells, {len(summary.pending)} to run")
+                             title=f"{len(summary.cells)} cells, {len(summary.pending) - n_missing} to run"
+                                   + (f", {n_missing} missing" if n_missing else ""))
         for cell in summary.cells:
-            table.add_row(cell.task_id, str(cell.fold), cell.method, cell.variant, "done" if cell.key in done else "pending")
+            state = "done" if cell.key in done else "missing" if cell.task_id in summary.missing else "pending"
+            table.add_row(cell.task_id, str(cell.fold), cell.method, cell.variant, state)
         output.console.print(table)
         return
+    _print_methods(summary, command)
+    output.console.print(f"results in {escape(str(out))}/results.csv", highlight=False)
+    failed = summary.counts["failed"]
+    if failed:
+        named = set(summary.task_errors.values())  # a task that cannot load is named above, once
+        groups = [group for group in summary.reasons("failed") if group[2] not in named]
+        for methods, n_cells, reason in groups[:FAILURE_REASONS_SHOWN]:
+            output.errors.print(f"[red]{escape(', '.join(methods))}: {n_cells} cells failed:[/red] "
+                                f"{escape(with_flags(reason, command))}", highlight=False)
+        if len(groups) > FAILURE_REASONS_SHOWN:
+            output.errors.print(f"... and {len(groups) - FAILURE_REASONS_SHOWN} other reasons", highlight=False)
+        tracebacks = out / "tracebacks"
+        where = f"the reason column of {out}/results.csv"
+        if tracebacks.is_dir() and any(tracebacks.iterdir()):
+            where += f" and {tracebacks}/"
+        output.errors.print(f"[red]{failed} cells of this run failed[/red]: see {escape(where)}; rerun the command "
+                            "to retry them", highlight=False)
+    if any(row["status"] == "ok" for row in summary.rows.values()):
+        results = shlex.quote(str(out))
+        output.console.print(f"next: equibench report --results {escape(results)} --out "
+                             f"{escape(shlex.quote(str(out / 'report')))}", highlight=False)
+
+
+def _print_methods(summary, command) -> None:
+    """Per method: ok, skipped, failed (and missing) cells and the mean accuracy of the ok
+    ones; then one line per distinct reason of the skipped cells."""
+    stats = summary.methods()
+    total = Counter()
+    for entry in stats.values():
+        total.update({key: value for key, value in entry.items() if key != "accuracy"})
     written = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts.items())) or "nothing new"
-    output.console.print(f"{len(summary.cells)} cells ({len(summary.cells) - len(summary.pending)} already done); "
-                         f"this run: {written}")
-    output.console.print(f"results in {out}/results.csv")
-    if summary.counts["failed"]:
-        output.errors.print(f"[red]{summary.counts['failed']} cells of this run failed[/red]: see the reason column of "
-                            f"{escape(str(out))}/results.csv and {escape(str(out))}/tracebacks/; rerun the command to "
-                            "retry them", highlight=False)
+    output.console.print(f"{escape(summary.suite)}: {len(summary.cells)} cells "
+                         f"({len(summary.cells) - len(summary.pending)} already done); this run: {written}",
+                         highlight=False)
+    columns = ["method", "ok", "skipped", "failed"] + [k for k in ("missing", "pending") if total[k]] + ["mean accuracy"]
+    table = output.table(*columns)
+    for column in table.columns[1:]:
+        column.justify = "right"
+    for name, entry in stats.items():
+        accuracy = "" if entry["accuracy"] is None else f"{entry['accuracy']:.3f}"
+        table.add_row(name, *(str(entry[column]) for column in columns[1:-1]), accuracy)
+    output.console.print(table)
+    for methods, n_cells, reason in summary.skipped_reasons():
+        output.console.print(f"{escape(', '.join(methods))}: {n_cells} cells skipped: "
+                             f"{escape(with_flags(reason, command))}", highlight=False)
 
 
 def download(

@@ -1,6 +1,8 @@
 """The one place where errors become what a shell user sees: a single ``error:`` line on
 stderr, with the library's parameter names written as the command's flags, and an exit
 status. Commands let errors through; :class:`CommandGroup`, the app's group, catches them.
+:class:`Command`, the class of every command, and :class:`CommandGroup` also keep value types
+off flags in ``--help`` (Typer writes ``<bool>`` beside ``--dry-run``, as if it took a value).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import re
 
 import typer
 from rich.markup import escape
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from ..errors import EquibenchError, FolderInUseError, InvalidInputError
 from . import output
@@ -45,13 +47,21 @@ def message(error: Exception) -> str:
 
 def with_flags(text: str, command) -> str:
     """``text`` with the library parameters that are options of ``command`` written as its
-    flags: ``name_with_underscores`` anywhere (``name=True`` as the bare flag), a one-word
-    name only where it opens the message ("jobs must be ..." -> "--jobs must be ...").
-    ``command`` is the (click) command that ran, or None."""
+    flags: ``name_with_underscores`` anywhere (``name=True`` as the bare flag), ``name=True``
+    and ``name=False`` of a flag anywhere ("pass resume=True" -> "pass --resume", "--no-resume"
+    where the flag has that form), a one-word name only where it opens the message ("jobs must
+    be ..." -> "--jobs must be ..."). ``command`` is the (click) command that ran, or None."""
     if command is None:
         return text
-    flags = {option.name: option.opts[0] for option in command.params if isinstance(option, TyperOption)}
+    options = [option for option in command.params if isinstance(option, TyperOption)]
+    flags = {option.name: option.opts[0] for option in options}
     flags.update({alias: flags[name] for alias, name in OPTION_NAMES.items() if name in flags})
+    switches = {option.name: (option.opts[0], option.secondary_opts[0] if option.secondary_opts else None)
+                for option in options if option.is_flag}
+    if switches:
+        names = "|".join(re.escape(name) for name in sorted(switches, key=len, reverse=True))
+        text = re.sub(rf"(?<![\w./\\-])({names})=(True|False)\b",
+                      lambda match: switches[match.group(1)][match.group(2) == "False"] or match.group(), text)
     names = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True) if "_" in name)
     if names:
         # not inside a path or a longer name ("ModelConfig.n_heads", "runs/nan_prob/model.pt")
@@ -62,9 +72,29 @@ def with_flags(text: str, command) -> str:
     return text
 
 
+def without_flag_types(params: list) -> list:
+    """``params`` with no value type shown for the flags (``--dry-run``, ``--no-progress``,
+    ``--help``) in ``--help``: a flag takes no value, so ``<bool>`` beside it reads as one."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class Command(TyperCommand):
+    """The class of every command of the app: its flags show no value type in ``--help``."""
+
+    def get_params(self, ctx: typer.Context) -> list:
+        return without_flag_types(super().get_params(ctx))
+
+
 class CommandGroup(TyperGroup):
     """The app's command group: an error of a command it runs (see :data:`EXIT_CODES`)
-    ends the command with one ``error:`` line and its exit status instead of a traceback."""
+    ends the command with one ``error:`` line and its exit status instead of a traceback.
+    Its own flags (``--version``, ``--help``) show no value type in ``--help``."""
+
+    def get_params(self, ctx: typer.Context) -> list:
+        return without_flag_types(super().get_params(ctx))
 
     def main(self, *args, **kwargs):
         output.widen_piped_help()

@@ -4,6 +4,7 @@ results) and ``info`` (this installation)."""
 from __future__ import annotations
 
 import platform
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from .. import __version__
+from ..errors import InvalidInputError
 from . import output
 from .options import JsonOption, int_list
 
@@ -66,19 +68,92 @@ def equivariance(
     output.console.print(f"results in {out}/ (README.md lists the files)")
 
 
+#: Where ``report`` looks for results when --results is not given (relative to the current
+#: directory: the checkout's committed results), and where it writes their report.
+RESULTS_ROOT = Path("results")
+COMMITTED_REPORT = RESULTS_ROOT / "report"
+#: ``report``'s --out when --results names other folders (the committed report stays as it is).
+OTHER_REPORT = Path("runs") / "report"
+
+
+def found_results(root: Path = RESULTS_ROOT) -> list[Path]:
+    """The folders ``root``/<name> that hold results of ``equibench evaluate`` (cells/*.json or a
+    results.csv), sorted by name: in a checkout, results/demo, results/gt10 and results/le10."""
+    if not root.is_dir():
+        return []
+    return sorted(folder for folder in root.iterdir() if folder.is_dir() and (
+        (folder / "results.csv").is_file() or any((folder / "cells").glob("*.json"))))
+
+
+def report_folders(results: list[Path] | None, out: Path | None) -> tuple[list[Path], Path]:
+    """``report``'s inputs and output folder: those given, else the results/<name> folders here
+    (:func:`found_results`); the output results/report when the inputs are those folders, else
+    runs/report."""
+    found = found_results()
+    if not results:
+        if not found:
+            raise InvalidInputError(
+                f"no results to report: {str(Path.cwd() / RESULTS_ROOT)!r} holds no folder of `equibench evaluate` "
+                "results; pass --results DIR (a folder `equibench evaluate --out DIR` wrote), or run it in the "
+                "equibench checkout")
+        results = found
+    if out is None:
+        committed = {path.resolve() for path in found}
+        out = COMMITTED_REPORT if found and {path.resolve() for path in results} == committed else OTHER_REPORT
+    return list(results), out
+
+
 def report(
-    results: Annotated[list[Path], typer.Option(help="A results directory of `equibench evaluate` (repeat for several).")],
-    out: Annotated[Path, typer.Option(help="Output directory (REPORT.md, tables/, figures/).")] = Path("results/report"),
+    results: Annotated[Optional[list[Path]], typer.Option(help="A results directory of `equibench evaluate` (repeat for several). Default: every results/<name> folder here that holds results (in the checkout: the committed results/demo, results/gt10, results/le10).", show_default=False)] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Output directory (REPORT.md, tables/, figures/). Default: results/report for the default results (it regenerates the committed report), else runs/report.", show_default=False)] = None,
 ) -> None:
-    """Tables, figures and REPORT.md from stored evaluation results (runs no model)."""
+    """Tables, figures and REPORT.md from stored evaluation results (runs no model).
+
+    With no options, in the checkout: the committed report (results/report) regenerated from the
+    committed results (results/demo, results/gt10, results/le10), byte for byte."""
     from ..report import build_report
 
-    path = build_report(results, out)
+    results, out = report_folders(results, out)
+    path = build_report(results, out)  # a failure stays one error line
+    output.console.print(f"read {', '.join(escape(str(folder)) for folder in results)}", highlight=False, soft_wrap=True)
     output.console.print(str(path), highlight=False, soft_wrap=True)
 
 
+#: The committed ``equibench score`` output of each packaged checkpoint: <file stem>.md here (in
+#: the checkout this installation runs from), e.g. equitabpfn-small.md.
+QUALITY_DIR = Path(__file__).resolve().parents[2] / "results" / "pretraining" / "quality"
+
+
+def read_quality(path: Path) -> dict | None:
+    """What the ``equibench score --out`` Markdown file ``path`` says: its checkpoint, verdict
+    and criterion lines, and whether the bar was met; None when there is no such file."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    header = re.search(r"^# Quality bar of (.+?) \((.+)\)$", text, re.M)
+    verdict = re.search(r"^Verdict: (.+?)\.?$", text, re.M)
+    if header is None or verdict is None:
+        return {"source": str(path), "error": "not the output of `equibench score --out` (no verdict)"}
+    _, _, bar = text.partition("### The bar")
+    model = header.group(2)
+    criteria = [line[2:].removeprefix(f"{model} ") for line in bar.splitlines() if line.startswith("- ")]
+    return {"source": str(path), "checkpoint": header.group(1), "verdict": verdict.group(1),
+            "met": " meets the bar" in verdict.group(1), "criteria": criteria}
+
+
+def _hardware_steps(history: list[dict]) -> dict[str, int]:
+    """Steps per hardware of a card's ``hardware_history``, in order of first use."""
+    steps: dict[str, int] = {}
+    for segment in history or []:
+        name = segment["hardware"] or "hardware not recorded"
+        steps[name] = steps.get(name, 0) + segment["last_step"] - segment["first_step"] + 1
+    return steps
+
+
 def info_data() -> dict:
-    """What `equibench info` reports, as plain data."""
+    """What `equibench info` reports, as plain data: per packaged checkpoint its card and, where
+    the checkout holds it, its quality (the committed `equibench score` output)."""
     import torch
 
     from ..model import CheckpointError, packaged_checkpoints, read_card
@@ -94,46 +169,94 @@ def info_data() -> dict:
         except CheckpointError as error:
             checkpoints.append({"file": path.name, "path": str(path), "error": str(error)})
             continue
-        checkpoints.append({"file": path.name, "path": str(path), **card.__dict__})
+        quality = read_quality(QUALITY_DIR / f"{path.stem}.md")
+        checkpoints.append({"file": path.name, "path": str(path), **card.__dict__,
+                            **({"quality": quality} if quality else {})})
     return {"equibench": __version__, "python": platform.python_version(), "torch": torch.__version__,
             "device": device, "checkpoints": checkpoints}
 
 
-def info(as_json: JsonOption = False) -> None:
-    """Versions, compute device and the checkpoints packaged with this installation."""
+def _model_shape(card: dict) -> str:
+    """The size, with the layer count where the card's settings change it: ``small, 6 layers``."""
+    layers = (card.get("training") or {}).get("model_overrides", {}).get("n_layers")
+    return card["size"] if layers is None else f"{card['size']}, {layers} layers"
+
+
+def _validation(card: dict) -> str:
+    """The accuracies of the card's last validation: ``prior 0.712, iris 0.960, ...``."""
+    return ", ".join(f"{key.removesuffix('_accuracy')} {value:.3f}" for key, value in (card.get("metrics") or {}).items()
+                     if key.endswith("_accuracy")) or "none recorded"
+
+
+def _quality_lines(card: dict, verbose: bool) -> tuple[str, list[str]]:
+    """The quality column of ``info``'s table and the lines under it."""
+    quality = card.get("quality")
+    if quality is None or "error" in quality:
+        why = "no committed `equibench score` output" if quality is None else escape(quality["error"])
+        return "not scored", [f"{card['file']}: not scored against the quality bar here ({why}; "
+                              f"`equibench score {escape(card['path'])}` measures it); its last validation accuracy: "
+                              f"{_validation(card)}"]
+    column = "[green]meets the bar[/green]" if quality["met"] else "[yellow]bar not met[/yellow]"
+    shown = quality["criteria"] if verbose else [c for c in quality["criteria"] if not c.endswith(": met")]
+    lines = [f"{card['file']}: {escape(quality['verdict'])} ({escape(quality['source'])})"]
+    return column, lines + [f"  {escape(line)}" for line in shown]
+
+
+def info(
+    as_json: JsonOption = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Also every criterion of the quality bar and the step ranges each hardware trained.")] = False,
+) -> None:
+    """The packaged checkpoints (what they are, how good), then this installation's versions and device."""
     data = info_data()
     if as_json:
         output.print_json(data)
         return
-    output.console.print(f"[bold]equibench[/bold] {__version__}")
-    output.console.print(f"python {data['python']}, torch {data['torch']}")
-    device = data["device"]
-    if device["type"] == "cuda":
-        output.console.print(f"device: cuda ({device['name']})")
-    else:
-        output.console.print(f"device: cpu ({device['threads']} threads); no CUDA device")
+    hardware = []
     if not data["checkpoints"]:
         output.console.print(
             "packaged checkpoints: none yet. Pass checkpoint=PATH (a file written by "
             "`equibench pretrain`) to the classifiers."
         )
-        return
-    table = output.table("file", "arch", "size", "parameters", "steps", "datasets seen", "train time",
-                   title="packaged checkpoints")
-    details = []
-    for card in data["checkpoints"]:
+    else:
+        hardware = _print_checkpoints(data["checkpoints"], verbose)
+    output.console.print(f"[bold]equibench[/bold] {__version__}; python {data['python']}, torch {data['torch']}")
+    device = data["device"]
+    if device["type"] == "cuda":
+        output.console.print(f"device: cuda ({device['name']})")
+    else:
+        threads = device["threads"]
+        output.console.print(f"device: cpu ({threads} thread{'' if threads == 1 else 's'}); no CUDA device")
+    if verbose:
+        for line in hardware:
+            output.console.print(line, highlight=False)
+    elif hardware:
+        output.console.print("(`--verbose` adds every criterion of the bar and the hardware that trained each "
+                             "checkpoint; `--json` prints the whole cards)", highlight=False)
+
+
+def _print_checkpoints(checkpoints: list[dict], verbose: bool) -> list[str]:
+    """Print the table of the packaged checkpoints, their quality and their cards; return the
+    lines on the hardware that trained them (long: ``info`` prints them last, with --verbose)."""
+    table = output.table("file", "arch", "size", "parameters", "steps", "datasets seen", "quality",
+                         title="packaged checkpoints")
+    quality, cards, hardware = [], [], []
+    for card in checkpoints:
         if "error" in card:
             table.add_row(card["file"], "[red]unreadable[/red]", "", "", "", "", "")
-            details.append(f"{card['file']}: {escape(card['error'])}")
+            quality.append(f"{card['file']}: {escape(card['error'])}")
             continue
-        table.add_row(
-            card["file"], card["arch"], card["size"], f"{card['n_parameters']:,}", str(card["steps"]),
-            f"{card['datasets_seen']:,}", f"{card['wall_time_s'] / 3600:.1f} h",
-        )
-        metrics = ", ".join(
-            f"{k.removesuffix('_accuracy')} {v:.3f}" for k, v in card["metrics"].items() if k.endswith("_accuracy")
-        )
-        details.append(f"{card['file']}: trained on {card['hardware']}; validation accuracy: {metrics}")
+        column, lines = _quality_lines(card, verbose)
+        table.add_row(card["file"], card["arch"], _model_shape(card), f"{card['n_parameters']:,}", f"{card['steps']:,}",
+                      f"{card['datasets_seen']:,}", column)
+        quality += lines
+        validation = "" if column == "not scored" else f"last validation accuracy {_validation(card)}; "
+        cards.append(f"{card['file']} card: {validation}{card['wall_time_s'] / 3600:.1f} h of training; prior rows "
+                     f"up to {card['prior'].get('rows')}; seed {card['seed']}; made by equibench "
+                     f"{card['equibench_version']} on {card['created'][:10]}")
+        steps = "; ".join(f"{count:,} on {name}" for name, count in _hardware_steps(card.get("hardware_history")).items())
+        hardware.append(f"{card['file']} steps by hardware: {escape(steps or 'not recorded')}")
+        hardware.append(f"{card['file']} step ranges: {escape(card['hardware'])}")
     output.console.print(table)
-    for line in details:
+    for line in quality + cards:
         output.console.print(line, highlight=False)
+    return hardware

@@ -16,7 +16,7 @@ NOT_MET_EXIT_CODE = 3
 
 
 def score(
-    checkpoint: Annotated[Path, typer.Argument(help="Checkpoint file written by `equibench pretrain` or `equibench export` (EquiTabPFN or TabPFN*; the file says which).", show_default=False)],
+    checkpoint: Annotated[str, typer.Argument(help="Checkpoint file written by `equibench pretrain` or `equibench export`, or a packaged checkpoint's name (equitabpfn-small, tabpfn-star-small; `equibench info` lists them). EquiTabPFN or TabPFN*: the file says which.", show_default=False)],
     openml_cache: Annotated[Optional[Path], typer.Option(help="OpenML cache folder in openml's layout (only read), e.g. one `equibench download` filled; without it only the bundled datasets are scored.")] = None,
     folds: Annotated[str, typer.Option(help="OpenML folds, e.g. 0-9 (the bar), 3 or 0,2 (a cheaper look).")] = "0-9",
     threads: Annotated[int, typer.Option(help="Torch and BLAS/OpenMP threads of every model; the scores depend on it (KNN breaks distance ties by its threads' work split).")] = 1,

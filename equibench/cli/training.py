@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -102,9 +103,39 @@ def _list_recipes(value: str | None) -> str | None:
     raise typer.Exit()
 
 
+#: ``equibench pretrain`` with neither --out nor --recipe: this shipped recipe (the first stage of
+#: the packaged checkpoints: schedule-free, so a model stopped at any step is usable) for this
+#: many minutes (unless --time-limit says otherwise), into :func:`default_out`.
+QUICK_START_RECIPE = "small-cpu"
+QUICK_START_MINUTES = 5.0
+
+
+def default_out(arch: str) -> Path:
+    """The run folder of ``equibench pretrain`` without --out, e.g. runs/pretrain-equitabpfn."""
+    return Path("runs") / f"pretrain-{arch}"
+
+
+def _how_to_use(model_path: Path, arch: str) -> str:
+    """The end-of-run lines that say how to use the model in ``model_path``."""
+    classifier = "EquiTabPFNClassifier" if arch == "equitabpfn" else "TabPFNStarClassifier"
+    path = model_path.as_posix()
+    return (f"use it:   from equibench import {classifier}; {classifier}(checkpoint=\"{path}\")\n"
+            f"score it: equibench score {shlex.quote(path)}")
+
+
+def _will_train(out: Path, resume: bool, overwrite: bool) -> bool:
+    """Whether a run in ``out`` gets past the checks of its folder (a new run: no files of
+    another run there, or --overwrite; --resume: a saved state)."""
+    from ..pretrain.run_dir import RUN_FILES, STATE_FILE
+
+    if resume:
+        return (out / STATE_FILE).exists()
+    return overwrite or not any((out / name).exists() for name in RUN_FILES)
+
+
 def pretrain(
-    out: Annotated[Path, typer.Option(help="Output directory (train_state.pt, model.pt, log.jsonl).")],
-    recipe: Annotated[Optional[str], typer.Option(callback=_list_recipes, is_eager=True, help="Start from a recipe: a shipped one by name ('--recipe list' describes them) or a TOML file; the flags given replace its values. Without one, the defaults shown apply.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Output directory (train_state.pt, model.pt, log.jsonl); default runs/pretrain-<arch>.", show_default=False)] = None,
+    recipe: Annotated[Optional[str], typer.Option(callback=_list_recipes, is_eager=True, help=f"Start from a recipe: a shipped one by name ('--recipe list' describes them) or a TOML file; the flags given replace its values. Without one, the defaults shown apply, except with no --out either: then a quick start, the {QUICK_START_RECIPE} recipe for {QUICK_START_MINUTES:g} minutes (see --time-limit).")] = None,
     arch: Annotated[Arch, typer.Option(help="equitabpfn, or tabpfn (= tabpfn-star, the non-equivariant model).")] = "equitabpfn",
     size: Annotated[Optional[Size], typer.Option(help="Named model size.", show_default="small")] = None,
     steps: Annotated[Optional[int], typer.Option(help="Optimizer steps.", show_default="1000")] = None,
@@ -143,10 +174,14 @@ def pretrain(
     norm_first: Annotated[Optional[bool], typer.Option("--pre-ln/--post-ln", help="Pre- or post-LayerNorm blocks (default: the size's, post-LN as in the paper).")] = None,
     qk_norm: Annotated[Optional[bool], typer.Option("--qk-norm/--no-qk-norm", help="RMS-normalise queries and keys (default: the size's, off).")] = None,
     init_from: Annotated[Optional[Path], typer.Option(help="Start from this checkpoint's weights (continued pretraining; same arch and size, or a pre-LN checkpoint with more --layers, the new ones starting as identities).")] = None,
-    time_limit: Annotated[Optional[float], typer.Option(help="Minutes: stop, checkpointed, before a step would end later (for wall-time limits); continue with --resume.")] = None,
+    time_limit: Annotated[Optional[float], typer.Option(help=f"Minutes: stop, checkpointed, before a step would end later (for wall-time limits); continue with --resume. Default: none, or {QUICK_START_MINUTES:g} for the quick start (no --out, no --recipe).", show_default=False)] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes).
+
+    With no options, a quick start: the small-cpu recipe (the first stage of the packaged
+    checkpoints) for 5 minutes into runs/pretrain-equitabpfn, a usable model; `equibench pretrain
+    --resume` trains it 5 minutes more.
 
     Ctrl-C or SIGTERM stops the run after the step in flight, checkpointed (exit status 130);
     continue it with the same command plus --resume."""
@@ -169,12 +204,22 @@ def pretrain(
                          feature_counts=feature_counts, max_classes=max_classes, p_binary=p_binary)
     model = given(size=size, d_model=d_model, n_layers=layers, n_heads=heads, mlp_hidden=mlp_hidden,
                   norm_first=norm_first, qk_norm=qk_norm)
+    arch_name = _ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value)
+    quick_start = out is None and recipe is None
+    if out is None:
+        out = default_out(arch_name)
+    if quick_start:
+        recipe = QUICK_START_RECIPE
+        time_limit = QUICK_START_MINUTES if time_limit is None else time_limit
     chosen = Recipe() if recipe is None else load_recipe(recipe)
-    config, prior = chosen.configs(_ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value), train, prior_values, model)
+    config, prior = chosen.configs(arch_name, train, prior_values, model)
     if time_limit is not None and not time_limit > 0:
         raise InvalidInputError(f"--time-limit takes a positive number of minutes, got {time_limit}")
     if resume and overwrite:
         raise InvalidInputError("--resume continues the run in --out and --overwrite replaces it: pass one of them")
+    if quick_start and _will_train(out, resume, overwrite):  # else the library's error stays the one line
+        output.errors.print(f"quick start: the {recipe} recipe for {time_limit:g} minutes into {escape(str(out))} "
+                            "(--out and --recipe choose otherwise)", highlight=False)
     stop = threading.Event()
     try:
         with stop_on_signals(stop):
@@ -186,13 +231,15 @@ def pretrain(
         output.errors.print(f"[yellow]interrupted:[/yellow] {_after_interrupt(out)}", highlight=False)
         raise typer.Exit(code=130) from None
     if outcome.finished:
-        output.console.print(f"model written to {outcome.model_path}")
+        output.console.print(f"model written to {outcome.model_path}", highlight=False)
+        output.console.print(escape(_how_to_use(outcome.model_path, config.arch)), highlight=False, soft_wrap=True)
         return
     cause = {"time limit": "--time-limit", "stop request": "Ctrl-C or SIGTERM"}[outcome.stopped_by]
     output.console.print(
         f"stopped by {cause} at step {outcome.step} of {outcome.steps}, checkpointed; {outcome.model_path} "
-        "holds the model so far. Continue with the same command plus --resume."
+        "holds the model so far. Continue with the same command plus --resume.", highlight=False,
     )
+    output.console.print(escape(_how_to_use(outcome.model_path, config.arch)), highlight=False, soft_wrap=True)
     if outcome.stopped_by == "stop request":
         raise typer.Exit(code=130)
 

@@ -103,7 +103,8 @@ class LocalBackend(CellBackend):
         return self.executor.submit(run_cell, cell, context)
 
     def capacity(self) -> int:
-        return 2 * self.jobs
+        # one job runs each cell inside submit: one at a time, so it is stored as soon as it is done
+        return 1 if self.jobs == 1 else 2 * self.jobs
 
     def workers(self) -> int:
         return self.jobs

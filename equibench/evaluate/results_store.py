@@ -94,11 +94,15 @@ class ResultsStore:
     def forget_method(self, method: str) -> None:
         """Delete every stored cell of ``method`` (to run them again with new settings)."""
         for key in [key for key, row in self._rows.items() if row["method"] == method]:
-            row = self._rows.pop(key)
-            (self.root / "cells" / f"{key}.json").unlink()
-            for relative in (row["proba_file"], row["traceback_file"]):
-                if relative:
-                    (self.root / relative).unlink(missing_ok=True)
+            self.forget(key)
+
+    def forget(self, key: str) -> None:
+        """Delete the stored cell ``key``: its row first (the commit point), then its files."""
+        row = self._rows.pop(key)
+        (self.root / "cells" / f"{key}.json").unlink()
+        for relative in (row.get("proba_file"), row.get("traceback_file")):
+            if relative:
+                (self.root / relative).unlink(missing_ok=True)
 
     def table(self) -> pd.DataFrame:
         return results_table(self.rows())

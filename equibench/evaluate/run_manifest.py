@@ -70,8 +70,7 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
     if stale and not rerun_changed:
         threads = {before.get(name, {}).get("threads_per_cell") for name in stale}
         if all(_without_threads(before.get(name, {})) == _without_threads(now[name]) for name in stale):
-            raise InvalidInputError(_threads_refusal(out_dir, threads.pop() if len(threads) == 1 else None,
-                                                     now[stale[0]]["threads_per_cell"]))
+            raise InvalidInputError(_threads_refusal(out_dir, threads, now[stale[0]]["threads_per_cell"]))
         raise InvalidInputError(
             f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
             "checkpoint, context cap, preprocessing, weights or threads per cell); pass rerun_changed to replace them, the "
@@ -93,13 +92,22 @@ def _without_threads(fingerprint: dict) -> dict:
     return {key: value for key, value in fingerprint.items() if key != "threads_per_cell"}
 
 
-def _threads_refusal(out_dir: Path, before: int | None, now: int) -> str:
-    """Why a run whose stored cells ran on ``before`` threads (None: not recorded) cannot resume on ``now``."""
-    if before is None:
-        return (f"{str(out_dir)!r} holds results made before threads per cell were recorded (or with several "
-                f"values); pass rerun_changed to rerun them all with threads_per_cell {now}, or a new out_dir")
-    return (f"{str(out_dir)!r} holds results made with threads_per_cell {before} (threads change the numbers); "
-            f"rerun with it to resume, pass rerun_changed to rerun them all with threads_per_cell {now}, "
+def _threads_refusal(out_dir: Path, before: set, now: int) -> str:
+    """Why a run whose stored cells ran on the thread counts ``before`` (None: not recorded)
+    cannot resume on ``now``."""
+    if None in before:
+        return (f"{str(out_dir)!r} holds results of an older equibench that did not record how many threads "
+                "each cell ran on, so this run cannot tell whether its numbers would match them. Pass a new "
+                "out_dir for a fresh run; to add to this folder, record the thread count its cells ran on "
+                "(threads_per_cell under each method of `settings.methods` in its manifest.json); rerun_changed "
+                f"would instead recompute and replace all of its cells with threads_per_cell {now}")
+    if len(before) > 1:
+        counts = ", ".join(map(str, sorted(before)))
+        return (f"{str(out_dir)!r} holds results made with threads_per_cell {counts} (threads change the numbers); "
+                f"rerun each method with its own to resume, pass rerun_changed to rerun them all with "
+                f"threads_per_cell {now}, or a new out_dir")
+    return (f"{str(out_dir)!r} holds results made with threads_per_cell {next(iter(before))} (threads change the "
+            f"numbers); rerun with it to resume, pass rerun_changed to rerun them all with threads_per_cell {now}, "
             "or a new out_dir")
 
 
@@ -120,13 +128,18 @@ def start_invocation(out_dir: Path, config, settings: dict, n_cells: int, n_pend
     return len(manifest["invocations"]) - 1
 
 
-def finish_invocation(out_dir: Path, index: int, counts: Counter, interrupted: bool = False) -> None:
+def finish_invocation(out_dir: Path, index: int, counts: Counter, interrupted: bool = False,
+                      missing: list[str] | None = None) -> None:
+    """Record the end of invocation ``index``: when, the rows it wrote by status and the
+    ``missing`` tasks whose cells it could not run (not in the OpenML cache, no server)."""
     path = out_dir / MANIFEST
     manifest = read_manifest(path)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     manifest["invocations"][index].update(
         {"interrupted" if interrupted else "finished": stamp, "written": dict(counts)}
     )
+    if missing:
+        manifest["invocations"][index]["missing_tasks"] = list(missing)
     _write_json(path, manifest)
 
 

@@ -440,7 +440,7 @@ def score_checkpoint(
     task_ids: Iterable | None = None,
     **classifier_settings,
 ) -> Scorecard:
-    """Measure the checkpoint file ``checkpoint`` against the quality bar.
+    """Measure ``checkpoint`` (a file, or a packaged name such as ``"equitabpfn-small"``) against the quality bar.
 
     The bundled datasets (``datasets``, name -> scikit-learn loader; default
     :data:`~equibench.pretrain.BUNDLED_DATASETS`) are always scored; the OpenML criteria only
@@ -449,6 +449,7 @@ def score_checkpoint(
     ``classifier_settings`` go to :func:`~equibench.classifier.classifier_for` (default
     ``random_state=0``); ``progress(done, total, what)`` is called before each fold."""
     from ..classifier import classifier_for
+    from ..classifier.checkpoints import resolve_checkpoint
     from ..evaluate.cells import reproducible_cell
     from ..model import load_checkpoint
 
@@ -456,6 +457,8 @@ def score_checkpoint(
     if not isinstance(threads, (int, np.integer)) or isinstance(threads, bool) or threads < 1:
         raise InvalidInputError(f"threads must be a positive number, got {threads!r}")
     folds = _check_folds(folds) if openml_cache is not None else None
+    named = str(checkpoint)  # as the tables name it
+    checkpoint = resolve_checkpoint(checkpoint)  # a packaged name or a path
     _, card = load_checkpoint(checkpoint)  # a clear error for a missing or broken file, before any work
     label = MODEL_LABELS.get(card.arch, card.arch)
     tasks = {} if openml_cache is None else load_tasks(openml_cache, task_ids)
@@ -479,7 +482,7 @@ def score_checkpoint(
     scores = pd.concat(frames, ignore_index=True)
     criteria = evaluate_criteria(scores, label, datasets=list(datasets))
     return Scorecard(
-        checkpoint=str(checkpoint), arch=card.arch, scores=scores, criteria=criteria, folds=folds,
+        checkpoint=named, arch=card.arch, scores=scores, criteria=criteria, folds=folds,
         openml_cache=None if openml_cache is None else str(openml_cache), threads=threads,
         settings=_classifier_settings(pfn_for(2), settings), seconds=time.perf_counter() - started,
     )

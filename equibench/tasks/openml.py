@@ -16,8 +16,23 @@ import numpy as np
 
 from ..atomic_files import atomic_write
 from ..errors import InvalidInputError, TaskUnavailableError
-from .cache_check import cached_task_ids
+from .cache_check import DATASET_FILES, TASK_FILES, cached_task_ids, check_task, dataset_file, server_dir, task_file
 from .task import Task
+
+
+class TaskNotCachedError(TaskUnavailableError):
+    """An OpenML task that is not in the cache, and that the OpenML server did not give
+    (unreachable, or no such task): *missing* here, as opposed to a cached task whose files
+    are damaged. ``cache`` is the cache that lacks it, ``cause`` why the server did not
+    give it (the same for every task when the server is unreachable)."""
+
+    def __init__(self, task_id: int | str, cache: str, cause: str, unreachable: bool):
+        self.task_id, self.cache, self.cause, self.unreachable = str(task_id), cache, cause, unreachable
+        super().__init__(task_id, cache, cause, unreachable)
+
+    def __str__(self) -> str:
+        return (f"OpenML task {self.task_id} is not in the cache {self.cache!r} and {self.cause}. Point "
+                "openml_cache (or OPENML_CACHE_DIR) at a cache that holds it.")
 
 
 def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Path:
@@ -57,26 +72,45 @@ def _copy_writable(source: Path, target: Path) -> None:
                       f"{source.stat().st_size} bytes (disk full?)")
 
 
+def openml_root(cache_dir: str | os.PathLike | None) -> Path:
+    """The root cache directory openml reads for ``cache_dir`` (None: openml's own default)."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    import openml
+
+    return Path(openml.config.get_config_as_dict()["cachedir"])
+
+
+def is_cached(task_id: int | str, cache_dir: str | os.PathLike | None) -> bool:
+    """Whether the cache (None: openml's own) has the task's description: the first file
+    openml looks for, so a task without it is fetched from the server or is missing."""
+    return (server_dir(openml_root(cache_dir)) / task_file(task_id, "task.xml")).is_file()
+
+
 def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
     """Load a classification task and its 10 folds from the openml cache in ``cache_dir``
-    (None: openml's own default cache, downloading what is missing when online)."""
+    (None: openml's own default cache, downloading what is missing when online).
+
+    A :class:`TaskNotCachedError` when the cache does not hold the task and the server does
+    not give it; a :class:`TaskUnavailableError` naming the file when the cache holds it but
+    it cannot be loaded (a damaged or incomplete file)."""
     os.environ.setdefault("OPENML_SKIP_PARQUET", "true")
     import openml
 
     if cache_dir is not None:
         openml.config.set_root_cache_directory(str(cache_dir))
-    cache_dir = cache_dir or openml.config.get_cache_directory()
+    root = openml_root(cache_dir)
+    # before openml runs: it removes a task's folder when loading it fails
+    before = check_task(server_dir(root), task_id, deep=False) if is_cached(task_id, root) else None
     openml.config.set_retry_policy("human", n_retries=1)  # offline is the common case: fail fast
     try:
         task = openml.tasks.get_task(task_id, download_splits=True, download_data=False)
         dataset = task.get_dataset()
         X, y, categorical, _ = dataset.get_data(target=task.target_name)
     except Exception as error:  # openml raises connection, cache and server errors alike
-        raise TaskUnavailableError(
-            f"OpenML task {task_id} is not in the cache {str(cache_dir)!r} and the OpenML server "
-            f"could not be reached ({type(error).__name__}). Point openml_cache (or "
-            "OPENML_CACHE_DIR) at a cache that holds it."
-        ) from error
+        if before is None:
+            raise not_cached_error(task_id, root, error) from error
+        raise TaskUnavailableError(_damage(task_id, root, before, error)) from error
     test_folds = np.full(len(X), -1)
     n_folds = task.get_split_dimensions()[1]
     for fold in range(n_folds):
@@ -88,3 +122,32 @@ def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
         task_id=str(task_id), name=dataset.name, X=X.reset_index(drop=True), y=np.asarray(y),
         categorical=np.asarray(categorical, dtype=bool), test_folds=test_folds,
     )
+
+
+def not_cached_error(task_id: int | str, root: str | os.PathLike, error: BaseException | None) -> TaskNotCachedError:
+    """The error of a task that ``root`` lacks and the server did not give (``error``: what
+    openml raised; None: the server was found unreachable for an earlier task)."""
+    unreachable = error is None or isinstance(error, OSError)  # requests' connection errors and timeouts are OSErrors
+    cause = "the OpenML server could not be reached"
+    if error is not None:
+        detail = type(error).__name__ if unreachable else f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        cause = f"{cause} ({detail})" if unreachable else f"the OpenML server did not give it ({detail})"
+    return TaskNotCachedError(task_id, str(root), cause, unreachable)
+
+
+def _damage(task_id, root: Path, before, error: BaseException) -> str:
+    """Why a task the cache holds could not be loaded, naming the file: what the quick check
+    found before openml ran, else what a full check finds, else openml's own error."""
+    check = before if not before.ok else check_task(server_dir(root), task_id, deep=True)
+    problems = [f"{server_dir(root) / name} is missing" for name in check.missing]
+    for problem in check.problems:
+        name = problem.split(" ", 1)[0]
+        if check.dataset_id is not None and name in DATASET_FILES:
+            problem = f"{server_dir(root) / dataset_file(check.dataset_id, name)}{problem[len(name):]}"
+        elif name in TASK_FILES:
+            problem = f"{server_dir(root) / task_file(task_id, name)}{problem[len(name):]}"
+        problems.append(problem)
+    found = "; ".join(problems) or f"openml cannot load it ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+    return (f"OpenML task {task_id} is in the cache {str(root)!r} but is damaged or incomplete: {found}. Check the "
+            f"cache with `equibench download --verify DIR --tasks {task_id}` (DIR: your OpenML cache folder) and "
+            "fetch the task again where a network is")

@@ -103,7 +103,7 @@ def test_same_seed_same_numbers_and_members_differ(make):
     np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=1e-9)
 
 
-@pytest.mark.parametrize("make", [_equi, _star])
+@pytest.mark.parametrize("make", [_equi, pytest.param(_star, marks=pytest.mark.slow)])
 def test_batch_size_does_not_change_predictions(make):
     X, y = _blobs()
     full = make(batch_size=1024).fit(X, y).predict_proba(X)

@@ -96,3 +96,84 @@ def test_pretrain_recipe_list_needs_no_out_and_no_heavy_module(tmp_path):
     listing, heavy = ran.stdout.strip().rsplit("\n", 1)
     assert heavy == "[]"
     assert [line.split()[0] for line in listing.splitlines()] == ["deeper-6", "medium-gpu", "small-cpu"]
+
+
+def _commands(group, path=()):
+    """Every command of the click ``group`` and its subgroups, as argument paths."""
+    for name, command in group.commands.items():
+        yield (*path, name)
+        if hasattr(command, "commands"):
+            yield from _commands(command, (*path, name))
+
+
+def test_no_help_shows_a_value_type_beside_a_flag():
+    """Flags (--dry-run, --no-progress, --help) take no value, so no `<bool>` beside them; options
+    that take one keep their type."""
+    import typer.main
+
+    paths = [(), *_commands(typer.main.get_command(app))]
+    assert ("prior", "preview") in paths and ("evaluate",) in paths
+    runner = CliRunner()
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "<bool>" not in result.output, path
+    evaluate = runner.invoke(app, ["evaluate", "--help"]).output
+    assert "--dry-run" in evaluate and "<int>" in evaluate and "<path>" in evaluate
+    result = runner.invoke(app, ["evaluate", "--suite", "demo", "--dry-run", "true"])
+    assert result.exit_code == 2 and "true" in result.output  # a flag: `true` is an unexpected argument
+
+
+def _quality_file(folder, checkpoint: str, arch: str, iris: float):
+    """An `equibench score --out` file: iris against LogisticRegression, one OpenML task against KNN."""
+    import pandas as pd
+
+    from equibench.pretrain.scorecard import COLUMNS, MODEL_LABELS, Scorecard, evaluate_criteria
+
+    model = MODEL_LABELS[arch]
+    scores = pd.DataFrame([("bundled", "iris", "iris", 0, model, iris), ("bundled", "iris", "iris", 0, "LogisticRegression", 0.95),
+                           ("<=10", "4", "labor", 0, model, 0.95), ("<=10", "4", "labor", 0, "KNN", 0.90)],
+                          columns=list(COLUMNS))
+    card = Scorecard(checkpoint, arch, scores, evaluate_criteria(scores, model), folds=tuple(range(10)))
+    folder.mkdir(exist_ok=True)
+    (folder / f"{arch}-small.md").write_text(card.to_markdown())
+
+
+def test_info_leads_with_the_checkpoints_and_their_quality(tmp_path, monkeypatch):
+    """The checkpoints (what, how good: the committed `equibench score` output, else the card's
+    validation), then their cards, versions and device; hardware step ranges only with --verbose, last."""
+    from rich.console import Console
+
+    runner = CliRunner()
+    _quality_file(tmp_path, "model/equitabpfn-small.pt", "equitabpfn", 0.96)  # meets the bar
+    monkeypatch.setattr("equibench.cli.reporting.QUALITY_DIR", tmp_path)
+    monkeypatch.setattr("equibench.cli.output.console", Console(width=1000))
+    text = runner.invoke(app, ["info"]).stdout
+    lines = text.splitlines()
+    assert lines[0].strip() == "packaged checkpoints" and "quality" in lines[2]
+    assert "meets the bar" in next(line for line in lines if line.startswith("│ equitabpfn-small.pt"))
+    assert "not scored" in next(line for line in lines if line.startswith("│ tabpfn-star-small.pt"))
+    verdict = next(line for line in lines if line.startswith("equitabpfn-small.pt: EquiTabPFN meets the bar: 3 of 3"))
+    assert str(tmp_path / "equitabpfn-small.md") in verdict
+    assert any(line.startswith("  >10-class mean: not measured") for line in lines)  # what is not met, alone
+    assert "  iris: +1.00 points vs LogisticRegression (bar >= -1.0): met" not in lines
+    unscored = next(line for line in lines if line.startswith("tabpfn-star-small.pt: not scored"))
+    assert "equibench score" in unscored and "iris 0.947" in unscored
+    position = {key: next(i for i, line in enumerate(lines) if key in line)
+                for key in ("equitabpfn-small.pt: EquiTabPFN", "equitabpfn-small.pt card:", "torch", "device:")}
+    assert list(position.values()) == sorted(position.values())
+    assert "step ranges" not in text and "steps by hardware" not in text and "--verbose" in lines[-1]
+
+    _quality_file(tmp_path, "model/tabpfn-star-small.pt", "tabpfn-star", 0.90)  # iris 5 points behind LR
+    lines = runner.invoke(app, ["info", "--verbose"]).stdout.splitlines()
+    assert "bar not met" in next(line for line in lines if line.startswith("│ tabpfn-star-small.pt"))
+    assert "  iris: +1.00 points vs LogisticRegression (bar >= -1.0): met" in lines
+    assert "  iris: -5.00 points vs LogisticRegression (bar >= -1.0): NOT met" in lines
+    device = next(i for i, line in enumerate(lines) if line.startswith("device:"))
+    assert "step ranges: " in lines[-1] and all(" steps by hardware: " in line or " step ranges: " in line
+                                                for line in lines[device + 1:])
+
+    data = json.loads(runner.invoke(app, ["info", "--json"]).stdout)
+    equi = next(card for card in data["checkpoints"] if card["file"] == "equitabpfn-small.pt")
+    assert equi["quality"]["met"] is True and equi["quality"]["checkpoint"] == "model/equitabpfn-small.pt"
+    assert len(equi["quality"]["criteria"]) == 4 and equi["hardware_history"] and equi["metrics"]["iris_accuracy"]

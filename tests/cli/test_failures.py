@@ -28,6 +28,9 @@ ERRORS = {
     "in-use": FolderInUseError("'out' is in use by process 7 on host; wait for it to finish"),
     "unavailable": TaskUnavailableError("task 3 is neither in the cache nor on the server"),
     "diverged": NonFiniteLossError("step 5: the training loss is nan"),
+    "nothing-loads": InvalidInputError("nothing can run: 2 of 2 le10 tasks are not in the OpenML cache 'c' and the "
+                                       "OpenML server could not be reached (ConnectionError). Next: point openml_cache "
+                                       "at your OpenML cache folder (DIR); then rerun this command with openml_cache DIR"),
 }
 
 
@@ -45,6 +48,7 @@ def _app() -> typer.Typer:
         threads_per_cell: int = 1,
         timeout: float = 60.0,
         rerun_changed: bool = False,
+        openml_cache: str = "",
     ) -> None:
         raise ERRORS[error]
 
@@ -61,6 +65,9 @@ def _app() -> typer.Typer:
     ("in-use", 2, "error: 'out' is in use by process 7 on host; wait for it to finish"),
     ("unavailable", 1, "error: task 3 is neither in the cache nor on the server"),
     ("diverged", 1, "error: step 5: the training loss is nan"),
+    ("nothing-loads", 2, "error: nothing can run: 2 of 2 le10 tasks are not in the OpenML cache 'c' and the OpenML "
+                         "server could not be reached (ConnectionError). Next: point --openml-cache at your OpenML "
+                         "cache folder (DIR); then rerun this command with --openml-cache DIR"),
 ])
 def test_errors_become_one_line_and_an_exit_status(error, code, line):
     result = CliRunner().invoke(_app(), ["run", "--error", error])

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -213,7 +214,8 @@ def test_resuming_with_another_thread_count_is_refused_or_reruns_every_cell(tmp_
     for fingerprint in manifest["settings"]["methods"].values():
         fingerprint.pop("threads_per_cell")
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match="before threads per cell were recorded .*; pass rerun_changed"):
+    with pytest.raises(ValueError, match="older equibench that did not record how many threads .*new out_dir.*"
+                                         "rerun_changed would instead recompute and replace"):
         evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False)
 
 
@@ -235,7 +237,7 @@ def test_rerun_changed_never_deletes_the_cells_of_methods_outside_the_run(tmp_pa
     recorded = json.loads((tmp_path / "manifest.json").read_text())["settings"]["methods"]
     assert "threads_per_cell" not in recorded["knn"] and recorded["linear-model"]["threads_per_cell"] == 1
     # and a later run of the kept method still sees its cells as made with other settings
-    with pytest.raises(ValueError, match="before threads per cell were recorded"):
+    with pytest.raises(ValueError, match="did not record how many threads"):
         evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
 
 
@@ -296,20 +298,28 @@ def test_missing_weights_and_packages_are_skipped_rows(tmp_path, monkeypatch):
     assert table[table.method == "xgboost"].reason.str.contains('pip install "xgboost-cpu"').all()
 
 
-def test_an_uncached_task_is_one_clear_message_and_the_others_run(tmp_path):
+def test_an_uncached_task_is_one_clear_message_and_the_others_run(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):  # no network, whatever the machine has
+        raise OSError("network access is disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
     (tmp_path / "suite.yaml").write_text("tasks: [999999, demo-iris]\n")
     cache = tmp_path / "empty-cache"
     (cache / "org" / "openml" / "www").mkdir(parents=True)
     summary = evaluate(_tiny(suite=str(tmp_path / "suite.yaml"), openml_cache=str(cache)), tmp_path / "out", progress=False)
-    assert set(summary.task_errors) == {"999999"}
-    assert "999999" in summary.task_errors["999999"] and "openml_cache" in summary.task_errors["999999"]
+    assert set(summary.missing) == {"999999"} and not summary.task_errors
+    assert "999999" in summary.missing["999999"] and "openml_cache" in summary.missing["999999"]
+    assert len(summary.missing_cells) == 2 and summary.counts == {"ok": 2}
     table = pd.read_csv(tmp_path / "out" / "results.csv", dtype={"task_id": str})
-    assert set(table[table.task_id == "999999"].status) == {"failed"}
-    assert set(table[table.task_id != "999999"].status) == {"ok"}
-    # the command line names its own flag where the library names the parameter
+    assert set(table.task_id) == {"demo-iris"} and set(table.status) == {"ok"}  # missing: no failed rows
+    # the command line names the missing task once, with the next step in its own flags
     result = CliRunner().invoke(app, ["evaluate", "--suite", str(tmp_path / "suite.yaml"), "--methods", "knn",
-                                      "--openml-cache", str(cache), "--out", str(tmp_path / "cli")], terminal_width=400)
-    assert "task 999999 unavailable" in result.output and "Point --openml-cache" in result.output
+                                      "--folds", "0", "--jobs", "1", "--openml-cache", str(cache), "--out",
+                                      str(tmp_path / "cli")], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert "missing: 1 of 2 suite tasks are not in the OpenML cache" in result.stderr
+    assert "point --openml-cache at your OpenML cache folder" in result.stderr
 
 
 @pytest.mark.slow

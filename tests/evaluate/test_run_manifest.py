@@ -68,7 +68,7 @@ def test_a_folder_wide_thread_count_counts_for_every_method():
     legacy = {"seed": 0, "threads_per_cell": 1, "tables": {"file-a": "1"},
               "methods": {"knn": {}, "equitabpfn": {"checkpoint_sha256": "aa", "max_train_rows": 3000}}}
     assert methods_to_rerun(Path("out"), legacy, _current(), set(BOTH), BOTH, rerun_changed=False) == []
-    with pytest.raises(InvalidInputError, match="before threads per cell were recorded"):
+    with pytest.raises(InvalidInputError, match="an older equibench that did not record how many threads"):
         methods_to_rerun(Path("out"), {**legacy, "threads_per_cell": None} | {"methods": {"knn": {}}}, _current(),
                          {"knn"}, BOTH, rerun_changed=False)
 
@@ -87,3 +87,17 @@ def test_invocations_are_recorded_and_finished(tmp_path):
     assert manifest["settings"] == SAVED and [run["config"] for run in manifest["invocations"]] == [{"suite": "demo"}] * 2
     assert manifest["invocations"][0]["written"] == {"ok": 6} and "finished" in manifest["invocations"][0]
     assert "interrupted" in manifest["invocations"][1] and manifest["invocations"][1]["versions"]["numpy"]
+
+
+def test_several_recorded_thread_counts_are_named():
+    saved = {**SAVED, "methods": {"knn": {"threads_per_cell": 1},
+                                  "equitabpfn": {**SAVED["methods"]["equitabpfn"], "threads_per_cell": 2}}}
+    with pytest.raises(InvalidInputError, match="made with threads_per_cell 1, 2 .*rerun each method with its own"):
+        methods_to_rerun(Path("out"), saved, _current(threads=3), set(BOTH), BOTH, rerun_changed=False)
+
+
+def test_the_missing_tasks_of_an_invocation_are_recorded(tmp_path):
+    index = start_invocation(tmp_path, _Config(), SAVED, n_cells=6, n_pending=6)
+    finish_invocation(tmp_path, index, Counter(ok=3), missing=["3", "9"])
+    run = read_manifest(tmp_path / "manifest.json")["invocations"][index]
+    assert run["written"] == {"ok": 3} and run["missing_tasks"] == ["3", "9"]

@@ -13,7 +13,7 @@ from equibench.prior import sample_batch
 from .common import PRIOR
 
 
-@pytest.mark.parametrize("arch", ["equitabpfn", "tabpfn-star"])
+@pytest.mark.parametrize("arch", ["equitabpfn", pytest.param("tabpfn-star", marks=pytest.mark.slow)])
 def test_training_lowers_the_loss_on_a_fixed_batch(arch):
     torch.manual_seed(0)
     model = build_model(arch, size_config("tiny"))

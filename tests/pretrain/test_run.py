@@ -197,3 +197,47 @@ def test_the_card_names_the_hardware_of_every_step(tmp_path, monkeypatch):
     card = load_checkpoint(second)[1]
     assert card.steps == 8
     assert card.hardware == "hardware not recorded (steps 1-2); 1 x machine B (steps 3-8)"
+
+
+def test_cli_pretrain_without_options_is_a_quick_start_into_a_named_folder(tmp_path, monkeypatch):
+    """`equibench pretrain` alone: the small-cpu recipe for 5 minutes into runs/pretrain-<arch>,
+    then how to use the model; --out keeps the defaults shown; the folder again is refused."""
+    from pathlib import Path
+
+    import equibench.pretrain as library
+    from equibench.pretrain.run import PretrainOutcome
+
+    calls = []
+
+    def recorded(config, prior, out_dir, **kwargs):
+        calls.append((config, Path(out_dir), kwargs["time_limit_s"]))
+        return PretrainOutcome(Path(out_dir) / "model.pt", 120, config.steps, "time limit")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(library, "pretrain", recorded)
+    runner = CliRunner()
+    result = runner.invoke(app, ["pretrain"])
+    assert result.exit_code == 0, result.output
+    config, out, time_limit_s = calls[-1]
+    assert (out, config.recipe, config.arch, time_limit_s) == (Path("runs/pretrain-equitabpfn"), "small-cpu", "equitabpfn", 300)
+    assert "quick start: the small-cpu recipe for 5 minutes into runs/pretrain-equitabpfn" in result.stderr
+    assert 'EquiTabPFNClassifier(checkpoint="runs/pretrain-equitabpfn/model.pt")' in result.stdout
+    assert "equibench score runs/pretrain-equitabpfn/model.pt" in result.stdout
+    result = runner.invoke(app, ["pretrain", "--arch", "tabpfn", "--time-limit", "1"])
+    assert result.exit_code == 0 and calls[-1][1:] == (Path("runs/pretrain-tabpfn-star"), 60)
+    assert 'TabPFNStarClassifier(checkpoint="runs/pretrain-tabpfn-star/model.pt")' in result.stdout
+    assert runner.invoke(app, ["pretrain", "--out", "mine"]).exit_code == 0  # the defaults shown, no time limit
+    assert (calls[-1][0].recipe, calls[-1][0].schedule, calls[-1][1:]) == (None, "cosine", (Path("mine"), None))
+    help_text = runner.invoke(app, ["pretrain", "--help"]).stdout
+    assert "runs/pretrain-<arch>" in help_text and "small-cpu recipe for 5 minutes" in " ".join(help_text.split())
+
+    monkeypatch.setattr(library, "pretrain", pretrain)  # now a real (tiny, 2-step) run
+    tiny = ["pretrain", "--size", "tiny", "--steps", "2", "--batch-size", "2", "--rows", "64", "--prior-workers", "0",
+            "--validation-batches", "1", "--no-bundled-validation", "--no-progress"]
+    result = runner.invoke(app, tiny)
+    assert result.exit_code == 0 and "model written to runs/pretrain-equitabpfn/model.pt" in result.stdout, result.output
+    assert load_checkpoint(Path("runs/pretrain-equitabpfn/model.pt"))[1].training["recipe"] == "small-cpu"
+    result = runner.invoke(app, tiny)
+    assert result.exit_code == 2 and "'runs/pretrain-equitabpfn' already holds a training run" in result.output
+    assert result.output == ("error: 'runs/pretrain-equitabpfn' already holds a training run; pass --resume to "
+                             "continue it, --overwrite to replace it, or choose a new --out\n")

@@ -244,8 +244,58 @@ def test_cli_report_reproduces_the_same_files(report, results_dirs, tmp_path):
     result = CliRunner().invoke(app, ["report", *args, "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     again = tmp_path / "r" / "REPORT.md"
-    assert result.output.strip() == str(again)
+    assert result.stdout.strip().splitlines() == [f"read {', '.join(map(str, results_dirs))}", str(again)]
     assert again.read_bytes() == report.read_bytes()
     for first in sorted((report.parent / "tables").iterdir()) + sorted((report.parent / "figures").iterdir()):
         second = again.parent / first.parent.name / first.name
         assert first.read_bytes() == second.read_bytes(), first.name
+
+
+def test_cli_report_without_options_reads_the_results_folders_here(tmp_path, monkeypatch):
+    """No --results: every results/<name> folder here that holds results; the report goes to
+    results/report only for exactly those, else to runs/report; with none, one error line."""
+    rng = np.random.default_rng(0)
+    only_xgboost = [("xgboost", "default", 0.0, 0.1)]  # no KNN, one method: no figure, a quick report
+    for suite in ("demo", "gt10"):
+        _write_results(tmp_path / "results" / suite, _suite_rows(suite, ["1"], rng, only_xgboost))
+    (tmp_path / "results" / "pretraining").mkdir()  # holds no results: not read
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["read results/demo, results/gt10", "results/report/REPORT.md"]
+    assert "From `results/demo` (3 rows of results.csv" in (tmp_path / "results/report/REPORT.md").read_text()
+    result = runner.invoke(app, ["report", "--results", "results/gt10", "--results", "results/demo"])
+    assert result.exit_code == 0 and result.stdout.splitlines()[-1] == "results/report/REPORT.md"
+    result = runner.invoke(app, ["report", "--results", "results/demo"])  # not the folders here: not results/report
+    assert result.exit_code == 0 and result.stdout.splitlines() == ["read results/demo", "runs/report/REPORT.md"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 2 and "pass --results DIR" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (elsewhere / "runs").exists()
+
+
+@pytest.mark.slow
+def test_cli_report_without_options_regenerates_the_committed_report_byte_for_byte(tmp_path, monkeypatch):
+    """`equibench report` in a checkout rewrites results/report from results/demo, gt10, le10:
+    the same bytes as committed, so it leaves the checkout unmodified (about 15 s)."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[2]
+    committed = root / "results" / "report"
+    for suite in ("demo", "gt10", "le10"):
+        shutil.copytree(root / "results" / suite, tmp_path / "results" / suite, ignore=shutil.ignore_patterns("probas"))
+        (tmp_path / "results" / suite / "probas").symlink_to(root / "results" / suite / "probas")  # only read
+    shutil.copytree(committed, tmp_path / "results" / "report", ignore=shutil.ignore_patterns(".equibench.lock*"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["report"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "read results/demo, results/gt10, results/le10"
+    written = sorted(path.relative_to(tmp_path / "results" / "report") for path in
+                     (tmp_path / "results" / "report").rglob("*") if path.is_file() and "lock" not in path.name)
+    assert written == sorted(path.relative_to(committed) for path in committed.rglob("*")
+                             if path.is_file() and "lock" not in path.name)
+    for name in written:
+        assert (tmp_path / "results" / "report" / name).read_bytes() == (committed / name).read_bytes(), name

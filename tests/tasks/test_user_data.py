@@ -108,6 +108,10 @@ def test_evaluate_frame_runs_the_same_protocol_and_resumes(tmp_path):
     frame = _table().drop(columns="fold")
     summary = evaluate_frame(frame, "outcome", tmp_path / "out", name="patients", methods=("knn",), folds=(0, 1))
     assert summary.counts["ok"] == 2
+    # a short summary, not every cell
+    assert repr(summary) == (f"<EvaluateSummary patients: 2 cells (ok=2, skipped=0, failed=0); this call wrote ok=2; "
+                             f"methods knn; in {str(tmp_path / 'out')!r}>")
+    assert summary.methods()["knn"]["ok"] == 2 and summary.table().task_id.tolist() == ["file-patients"] * 2
     rows = pd.read_csv(tmp_path / "out" / "results.csv", dtype={"task_id": str})
     assert rows.task_id.unique().tolist() == ["file-patients"] and (rows.n_test == 12).all()
     assert load_suite(tmp_path / "out" / "suite.yaml").files[0].target == "outcome"
