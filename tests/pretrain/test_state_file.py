@@ -101,3 +101,18 @@ def test_a_new_run_removes_the_parts_of_the_run_it_replaces(tmp_path):
     assert parts(run) == [] and load_state(run)["step"] == 3  # within the cap: one file
     with pytest.raises(ValueError, match="max_file_mb must be a number of MB >= 0.001"):
         tiny_config(max_file_mb=0)
+
+
+def test_saving_and_removing_parts_leaves_a_users_files_beside_them(tmp_path):
+    path = tmp_path / STATE_FILE
+    users = {name: tmp_path / name for name in ("notes.txt", f"{STATE_FILE}.backup", f"{STATE_FILE}.part-000")}
+    for name, file in users.items():
+        file.write_text(name)
+    state = {"weights": torch.arange(40_000, dtype=torch.float32)}
+    state_file_module.write(state, path, max_bytes=50_000)
+    assert len(parts(tmp_path)) > 1
+    assert torch.equal(state_file_module.read(path)["weights"], state["weights"])
+    state_file_module.write(state, path)  # one file again: the parts go, nothing else
+    state_file_module.remove(path)
+    assert not parts(tmp_path) and not path.exists()
+    assert all(file.read_text() == name for name, file in users.items())
