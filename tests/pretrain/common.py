@@ -1,4 +1,4 @@
-"""What the pretraining tests share: a tiny CPU run and its step losses."""
+"""What the pretraining tests share: a tiny CPU run, its step losses, a simulated kill."""
 
 from __future__ import annotations
 
@@ -30,3 +30,21 @@ def step_losses(out_dir) -> list[tuple[int, float]]:
 def validation_at(out_dir, step: int) -> dict:
     """The run's validation record of ``step``."""
     return next(r for r in log_records(out_dir) if r["kind"] == "validation" and r["step"] == step)
+
+
+def kill_during_step(monkeypatch, step: int):
+    """Make the prior's ``step``-th batch raise KeyboardInterrupt (a kill mid-step); returns
+    the real sampler, to put back before resuming."""
+    import equibench.pretrain.loop as loop_module
+
+    real_sample = loop_module.sample_batch
+    calls = {"n": 0}
+
+    def dies(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == step:
+            raise KeyboardInterrupt("simulated kill")
+        return real_sample(*args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "sample_batch", dies)
+    return real_sample

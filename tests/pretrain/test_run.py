@@ -15,7 +15,7 @@ from equibench.model import load_checkpoint
 from equibench.pretrain import pretrain
 from equibench.prior import PriorConfig
 
-from .common import PRIOR, log_records, step_losses, tiny_config, validation_at
+from .common import PRIOR, kill_during_step, log_records, step_losses, tiny_config, validation_at
 
 #: Recipes whose resume must be exact: the paper's, and the study's options (pre-LN, QK-norm,
 #: beta2, schedule-free or WSD, a rows curriculum, tree targets in the prior).
@@ -39,16 +39,7 @@ def test_resume_continues_exactly(tmp_path, monkeypatch, recipe):
 
     pretrain(config(), prior, tmp_path / "straight", progress=False)
 
-    real_sample = loop_module.sample_batch
-    calls = {"n": 0}
-
-    def dies_during_step_5(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise KeyboardInterrupt("simulated kill")
-        return real_sample(*args, **kwargs)
-
-    monkeypatch.setattr(loop_module, "sample_batch", dies_during_step_5)
+    real_sample = kill_during_step(monkeypatch, 5)
     with pytest.raises(KeyboardInterrupt):
         pretrain(config(), prior, tmp_path / "resumed", progress=False)
     assert [s for s, _ in step_losses(tmp_path / "resumed")] == [1, 2, 3, 4]  # step 4 is past the checkpoint

@@ -15,7 +15,7 @@ from equibench.model import load_checkpoint
 from equibench.pretrain import STATE_FILE, pretrain
 from equibench.pretrain.run_dir import load_state
 
-from .common import PRIOR, step_losses, tiny_config
+from .common import PRIOR, kill_during_step, step_losses, tiny_config
 
 CAP_MB = 0.05
 
@@ -26,16 +26,7 @@ def parts(run) -> list:
 
 def test_a_capped_state_is_written_in_parts_and_resumes_exactly(tmp_path, monkeypatch):
     pretrain(tiny_config(), PRIOR, tmp_path / "straight", progress=False)
-    real_sample = loop_module.sample_batch
-    calls = {"n": 0}
-
-    def dies_during_step_5(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise KeyboardInterrupt("simulated kill")
-        return real_sample(*args, **kwargs)
-
-    monkeypatch.setattr(loop_module, "sample_batch", dies_during_step_5)
+    real_sample = kill_during_step(monkeypatch, 5)
     with pytest.raises(KeyboardInterrupt):
         pretrain(tiny_config(max_file_mb=CAP_MB), PRIOR, tmp_path / "resumed", progress=False)
     written = parts(tmp_path / "resumed")
