@@ -81,6 +81,11 @@ class Method(ABC):
         proba[:, self.seen_classes_] = seen
         return proba / proba.sum(axis=1, keepdims=True)
 
+    def provenance(self) -> dict:
+        """What a fitted cell records of the external model it ran (package version, weights
+        file), beside its settings; none by default."""
+        return {}
+
     @abstractmethod
     def _fit(self, X: np.ndarray, y: np.ndarray, X_val, y_val, n_seen: int) -> None:
         """Fit on labels ``0..n_seen-1`` (all present in y); X_val/y_val may be None."""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
@@ -97,6 +98,26 @@ class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         return self
 
     def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities: the softmax of :meth:`predict_logits`."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """The log-softmax of :meth:`predict_logits`."""
+        scores = self.predict_logits(X)
+        scores -= scores.max(axis=1, keepdims=True)
+        return scores - np.log(np.exp(scores).sum(axis=1, keepdims=True))
+
+    @available_if(lambda self: hasattr(self.estimator, "get_embeddings"))
+    def get_embeddings(self, X) -> np.ndarray:
+        """The wrapped classifiers' embeddings stacked, one block per codebook row, along the
+        first axis: (sum of their first dimensions, n_samples, ...)."""
+        check_is_fitted(self)
+        validate_data(self, X, skip_check_array=True, reset=False)
+        return np.concatenate([estimator.get_embeddings(X) for estimator in self.estimators_])
+
+    def predict_logits(self, X) -> np.ndarray:
+        """Each class's score (n_samples, n_classes): the mean log-probability of its symbol over
+        the codebook rows where it has its own symbol; their softmax is :meth:`predict_proba`."""
         check_is_fitted(self)
         validate_data(self, X, skip_check_array=True, reset=False)
         n_classes = len(self.classes_)
@@ -109,10 +130,7 @@ class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             own = row != rest
             scores[:, own] += np.log(symbol_proba[:, row[own]])
             counts[own] += 1
-        scores /= np.maximum(counts, 1)
-        scores -= scores.max(axis=1, keepdims=True)
-        probabilities = np.exp(scores)
-        return probabilities / probabilities.sum(axis=1, keepdims=True)
+        return scores / np.maximum(counts, 1)
 
     def predict(self, X) -> np.ndarray:
         probabilities = self.predict_proba(X)

@@ -20,13 +20,16 @@ from .settings import (
     KNNSettings,
     LinearModelSettings,
     MLPSettings,
+    OfficialEquiTabPFNSettings,
     RandomForestSettings,
     RtdlMLPSettings,
     RtdlResNetSettings,
     Settings,
     STGSettings,
+    TabICLSettings,
     TabNetSettings,
     TabPFNStarSettings,
+    UserWeightsSettings,
     VIMESettings,
     XGBoostSettings,
 )
@@ -60,12 +63,17 @@ class MethodSpec:
     @property
     def needs_weights(self) -> bool:
         """Whether the method runs only with weights the user supplies."""
-        return issubclass(self.settings, ExternalTabPFNSettings)
+        return issubclass(self.settings, UserWeightsSettings)
 
 
 def _equitabpfn():
     from .equitabpfn import EquiTabPFNMethod
     return EquiTabPFNMethod
+
+
+def _equitabpfn_official():
+    from .equitabpfn_official import OfficialEquiTabPFNMethod
+    return OfficialEquiTabPFNMethod
 
 
 def _tabpfn_star():
@@ -81,6 +89,11 @@ def _tabpfn_v1():
 def _tabpfn_v2():
     from .tabpfn_external import TabPFNv2Method
     return TabPFNv2Method
+
+
+def _tabicl():
+    from .tabicl import TabICLMethod
+    return TabICLMethod
 
 
 def _xgboost():
@@ -145,10 +158,15 @@ METHODS: dict[str, MethodSpec] = {
     for spec in [
         MethodSpec("equitabpfn", "EquiTabPFN", EquiTabPFNSettings, _equitabpfn, cost=170),
         MethodSpec("tabpfn-star", "TabPFN* (ECOC >10)", TabPFNStarSettings, _tabpfn_star, cost=50),
+        # cost: EquiTabPFN's scaled by the width and depth (d 512 vs 128, 6 vs 4 layers), not measured
+        MethodSpec("equitabpfn-official", "EquiTabPFN (official weights)", OfficialEquiTabPFNSettings,
+                   _equitabpfn_official, cost=4000),
         MethodSpec("tabpfn-v1", "TabPFNv1 (ECOC >10)", ExternalTabPFNSettings, _tabpfn_v1, cost=50,
                    requires=Requirement("tabpfn", "tabpfn<2")),
         MethodSpec("tabpfn-v2", "TabPFNv2 (ECOC >10)", ExternalTabPFNSettings, _tabpfn_v2, cost=50,
                    requires=Requirement("tabpfn", "tabpfn>=2")),
+        MethodSpec("tabicl", "TabICL", TabICLSettings, _tabicl, cost=170,  # assumed like EquiTabPFN
+                   requires=Requirement("tabicl", "tabicl")),
         MethodSpec("xgboost", "XGBoost", XGBoostSettings, _xgboost, cost=100,
                    requires=Requirement("xgboost", "xgboost-cpu")),
         MethodSpec("random-forest", "RandomForest", RandomForestSettings, _random_forest, cost=70),

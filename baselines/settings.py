@@ -33,6 +33,8 @@ class MethodOptions:
 
     ensembles: tuple[int, ...] = (1,)  # ensemble sizes of the PFN methods: one variant each
     tabpfn_weights: str | None = None  # falls back to EQUIBENCH_TABPFN_WEIGHTS
+    tabicl_checkpoint: str | None = None  # falls back to EQUIBENCH_TABICL_CHECKPOINT
+    official_checkpoint: str | None = None  # `equibench convert-official`'s file; falls back to EQUIBENCH_OFFICIAL_CHECKPOINT
     equitabpfn_checkpoint: str = "default"
     tabpfn_star_checkpoint: str = "default"
     max_train_rows: int = MAX_TRAIN_ROWS
@@ -46,6 +48,12 @@ class MethodOptions:
 
     def resolved_tabpfn_weights(self) -> str | None:
         return self.tabpfn_weights or os.environ.get("EQUIBENCH_TABPFN_WEIGHTS") or None
+
+    def resolved_tabicl_checkpoint(self) -> str | None:
+        return self.tabicl_checkpoint or os.environ.get("EQUIBENCH_TABICL_CHECKPOINT") or None
+
+    def resolved_official_checkpoint(self) -> str | None:
+        return self.official_checkpoint or os.environ.get("EQUIBENCH_OFFICIAL_CHECKPOINT") or None
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,15 @@ class TabPFNStarSettings(PFNSettings):
 
 
 @dataclass(frozen=True)
-class ExternalTabPFNSettings(EnsembleSettings):
+class UserWeightsSettings(EnsembleSettings):
+    """A pretrained model whose weights only the user supplies (never downloaded): without
+    them its cells are skipped."""
+
+    weights_option = "tabpfn_weights"  # the run option (MethodOptions field) that supplies them; a class attribute
+
+
+@dataclass(frozen=True)
+class ExternalTabPFNSettings(UserWeightsSettings):
     """TabPFN v1/v2: the folder of the user's weights (None: the cells are skipped)."""
 
     tabpfn_weights: str | None = None
@@ -146,6 +162,59 @@ class ExternalTabPFNSettings(EnsembleSettings):
 
     def fingerprint(self) -> dict:
         return {"tabpfn_weights": self.tabpfn_weights}
+
+
+@dataclass(frozen=True)
+class TabICLSettings(UserWeightsSettings):
+    """TabICL: the user's checkpoint file (None: the cells are skipped), its sha256 (set by
+    the method's ``prepare``) and the device; ``n_estimators`` is TabICL's ensemble size."""
+
+    weights_option = "tabicl_checkpoint"
+    checkpoint: str | None = None
+    checkpoint_sha256: str | None = None
+    device: str = "cpu"
+
+    @classmethod
+    def from_options(cls, options: MethodOptions) -> Settings:
+        return cls(checkpoint=options.resolved_tabicl_checkpoint(), device=options.device)
+
+    def fingerprint(self) -> dict:
+        """The checkpoint; with one, also its sha256 and the package version that runs it."""
+        from importlib import metadata
+
+        if not self.checkpoint:
+            return {"tabicl_checkpoint": None}
+        try:
+            version = metadata.version("tabicl")
+        except metadata.PackageNotFoundError:
+            version = None
+        return {"tabicl_checkpoint": self.checkpoint, "checkpoint_sha256": self.checkpoint_sha256,
+                "tabicl_version": version}
+
+
+@dataclass(frozen=True)
+class OfficialEquiTabPFNSettings(UserWeightsSettings):
+    """The authors' released EquiTabPFN, converted by ``equibench convert-official``: that file
+    (None: the cells are skipped), its sha256 (set by the method's ``prepare``), the context cap
+    and the device. Only the one-member variant runs (the official one-member preprocessing)."""
+
+    weights_option = "official_checkpoint"
+    checkpoint: str | None = None
+    checkpoint_sha256: str | None = None
+    max_train_rows: int = MAX_TRAIN_ROWS
+    device: str = "cpu"
+
+    @classmethod
+    def from_options(cls, options: MethodOptions) -> Settings:
+        return cls(checkpoint=options.resolved_official_checkpoint(), max_train_rows=options.max_train_rows,
+                   device=options.device)
+
+    def fingerprint(self) -> dict:
+        sha256 = self.checkpoint_sha256[:16] if self.checkpoint_sha256 else None
+        return {"checkpoint_sha256": sha256, "max_train_rows": self.max_train_rows, "preprocessing": "official"}
+
+    def work(self, n_train: float) -> float:
+        return min(n_train, self.max_train_rows) * self.n_estimators
 
 
 # -- the baselines: TabZilla's defaults ------------------------------------------------------

@@ -61,6 +61,10 @@ class _ExternalTabPFN(Method):
     def _network(self, n_estimators: int):
         """The package's classifier with ``n_estimators`` members."""
 
+    def provenance(self) -> dict:
+        """The package version and the weights file this cell ran with."""
+        return {"package": f"tabpfn {self._package().__version__}", "checkpoint": self._weights().name}
+
     def _fit(self, X, y, X_val, y_val, n_seen):
         self.model_ = ecoc_beyond(self._network, n_seen, MAX_CLASSES, self.settings.n_estimators, self.seed)
         self.model_.fit(X, y)

@@ -11,16 +11,38 @@ from .errors import InvalidInputError
 PRECISIONS = ("auto", "autocast", "float32", "float64", "bfloat16", "float16")
 
 
+#: Accelerators by torch device type, and whether torch can use one here.
+_ACCELERATORS = {
+    "cuda": lambda: torch.cuda.is_available(),
+    "mps": lambda: torch.backends.mps.is_available(),
+}
+_NAMES = "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
+
+
 def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` picks CUDA when present, else CPU; anything else goes to torch.device."""
+    """``"auto"`` picks CUDA when present, else Apple's MPS when present, else CPU; anything
+    else goes to torch.device and must be a device torch can use here (refused otherwise)."""
     if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(next((name for name, available in _ACCELERATORS.items() if available()), "cpu"))
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as error:
-        raise InvalidInputError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from error
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidInputError(f"device {device!r} was requested but CUDA is not available; use device='cpu'")
+        raise InvalidInputError(f"device must be {_NAMES}, got {device!r}") from error
+    if resolved.type == "cpu":
+        return resolved
+    available = _ACCELERATORS.get(resolved.type)
+    if available is None:
+        raise InvalidInputError(f"device must be {_NAMES}, got {device!r}")
+    if not available():
+        raise InvalidInputError(
+            f"device {str(device)!r} was requested but this torch ({torch.__version__}) cannot use "
+            f"{resolved.type.upper()} here; use device='auto' (the best device present) or device='cpu'"
+        )
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        raise InvalidInputError(
+            f"device {str(device)!r} was requested but this machine has {torch.cuda.device_count()} CUDA device(s); "
+            f"use cuda:0 to cuda:{torch.cuda.device_count() - 1} or device='auto'"
+        )
     return resolved
 
 

@@ -79,6 +79,11 @@ def save_checkpoint(
     weights_dtype: str = "float32",
 ) -> Path:
     """Write ``model`` and its card to ``path`` atomically (temp file + rename)."""
+    return atomic_torch_save(checkpoint_payload(model, card, weights_dtype), path)
+
+
+def checkpoint_payload(model: nn.Module, card: ModelCard, weights_dtype: str = "float32") -> dict:
+    """What :func:`save_checkpoint` writes: a dict of plain values and tensors."""
     if weights_dtype not in _WEIGHT_DTYPES:
         raise InvalidInputError(f"weights_dtype must be one of {list(_WEIGHT_DTYPES)}, got {weights_dtype!r}")
     card = dataclasses.replace(card, arch=model.arch, n_parameters=count_parameters(model))
@@ -86,7 +91,7 @@ def save_checkpoint(
         name: tensor.detach().to("cpu", _WEIGHT_DTYPES[weights_dtype]).clone()
         for name, tensor in model.state_dict().items()
     }
-    payload = {
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "arch": model.arch,
@@ -95,7 +100,6 @@ def save_checkpoint(
         "state_dict": state,
         "weights_dtype": weights_dtype,
     }
-    return atomic_torch_save(payload, path)
 
 
 def atomic_torch_save(payload, path: str | os.PathLike) -> Path:

@@ -35,6 +35,15 @@ class ModelConfig:
     norm_first: bool = False
     #: RMS-normalise queries and keys per head before every attention (QK-norm).
     qk_norm: bool = False
+    #: EquiTabPFN only: compute what the authors' released network computes (see
+    #: docs/OFFICIAL_CHECKPOINT.md): its missing-value indicator (-1 NaN, +1 +inf, +2 -inf,
+    #: standardised over the train and test rows of each call; +-inf kept as +-float max) and
+    #: its decoder LayerNorm (eps 1.0).
+    official: bool = False
+    #: EquiTabPFN only: class tokens per row are max(min_class_slots, K); the extra "ghost"
+    #: classes (all-zero one-hot) take part in attention and in the decoder's scale, and are
+    #: dropped from the output. 1: no ghost classes; the official checkpoint uses 10.
+    min_class_slots: int = 1
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InvalidInputError
 from .config import ModelConfig
 from .inference import ChunkPlan, Context, components_chunked, datapoints_chunked, norm_chunked
 from .layers import (
@@ -13,6 +14,7 @@ from .layers import (
     DatapointAttentionBlock,
     EquivariantDecoder,
     missing_indicator_features,
+    official_missing_indicator_features,
 )
 
 
@@ -35,7 +37,8 @@ class EquiTabPFN(nn.Module):
     the non-parametric equivariant decoder. Works for any number of classes K >= 1.
 
     Besides ``forward``, the same function in pieces for fitted classifiers (see
-    :mod:`.inference`): ``encode_context``, ``predict_in_context`` and ``forward_chunked``."""
+    :mod:`.inference`): ``encode_context``, ``predict_in_context`` and ``forward_chunked``;
+    ``embed_in_context`` and ``embed_chunked`` stop before the decoder."""
 
     arch = "equitabpfn"
     class_limit: int | None = None  # any number of classes
@@ -49,7 +52,7 @@ class EquiTabPFN(nn.Module):
         self.prediction_token = nn.Parameter(torch.randn(d) * 0.02)
         self.layers = nn.ModuleList(EquiTabPFNLayer(config) for _ in range(config.n_layers))
         self.final_norm = nn.LayerNorm(d) if config.norm_first else nn.Identity()
-        self.decoder = EquivariantDecoder(config.decoder_hidden)
+        self.decoder = EquivariantDecoder(config.decoder_hidden, eps=1.0 if config.official else 1e-5)
 
     def forward(
         self,
@@ -62,25 +65,32 @@ class EquiTabPFN(nn.Module):
 
         x_train: (B, N, F) and x_test: (B, M, F) normalised features, F <= f_max, NaN/inf
         allowed; y_train: (B, N) int64 class ids in [0, n_classes). Returns (B, M, K).
+        With ``min_class_slots`` > K the network runs on that many class slots (the extra
+        ones ghost classes) and returns the K real ones.
         """
         batch, n_train, _ = x_train.shape
         n_test = x_test.shape[1]
         d = self.config.d_model
-        features = missing_indicator_features(torch.cat([x_train, x_test], dim=1), self.config.f_max)
+        slots = self.class_slots(n_classes)  # S >= K
+        features = self._features(torch.cat([x_train, x_test], dim=1))
         covariate = self.covariate_encoder(features).unsqueeze(2)  # (B, N+M, 1, d)
-        y_onehot = F.one_hot(y_train, n_classes).to(covariate.dtype)  # (B, N, K)
-        train_targets = self.target_encoder(y_onehot.unsqueeze(-1))  # (B, N, K, d)
-        test_targets = self.prediction_token.to(covariate.dtype).expand(batch, n_test, n_classes, d)
-        targets = torch.cat([train_targets, test_targets], dim=1)  # (B, N+M, K, d)
-        tokens = torch.cat([covariate, targets], dim=2)  # (B, N+M, 1+K, d)
+        y_onehot = F.one_hot(y_train, slots).to(covariate.dtype)  # (B, N, S)
+        train_targets = self.target_encoder(y_onehot.unsqueeze(-1))  # (B, N, S, d)
+        test_targets = self.prediction_token.to(covariate.dtype).expand(batch, n_test, slots, d)
+        targets = torch.cat([train_targets, test_targets], dim=1)  # (B, N+M, S, d)
+        tokens = torch.cat([covariate, targets], dim=2)  # (B, N+M, 1+S, d)
         for layer in self.layers:
             tokens = layer(tokens, n_train)
-        flat = self.final_norm(tokens).flatten(2)  # (B, N+M, (1+K)*d)
-        return self.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)  # (B, M, K)
+        flat = self.final_norm(tokens).flatten(2)  # (B, N+M, (1+S)*d)
+        return self.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)[..., :n_classes]  # (B, M, K)
+
+    def class_slots(self, n_classes: int) -> int:
+        """Class tokens per row for K = ``n_classes`` classes: max(min_class_slots, K)."""
+        return max(self.config.min_class_slots, n_classes)
 
     def token_slots(self, n_classes: int) -> int:
-        """Tokens per row: the covariate and one per class."""
-        return 1 + n_classes
+        """Tokens per row: the covariate and one per class slot."""
+        return 1 + self.class_slots(n_classes)
 
     # -- the forward in pieces (model/inference.py) ----------------------------------------
 
@@ -92,44 +102,92 @@ class EquiTabPFN(nn.Module):
         x_train: (B, N, F) normalised features; y_train: (B, N) class ids in [0, n_classes).
         """
         plan = plan or ChunkPlan()
-        y_onehot = self._onehot(y_train, n_classes)  # (B, N, K)
-        tokens = self._tokens(x_train, y_onehot, n_classes, plan)  # (B, N, 1+K, d)
+        self._check_cacheable(x_train)
+        slots = self.class_slots(n_classes)
+        y_onehot = self._onehot(y_train, slots)  # (B, N, S)
+        tokens = self._tokens(x_train, y_onehot, slots, plan)  # (B, N, 1+S, d)
         tokens, keys_values = self._layers_chunked(tokens, plan, x_train.shape[1], keep=True)
         return Context(n_classes, keys_values, tokens.flatten(2), y_onehot)
 
+    def context_numel(self, n_train: int, n_classes: int) -> int:
+        """Numbers an :meth:`encode_context` of one training set holds: keys and values per
+        layer and the final train representations, each N x (1+K) x d, and the N x K labels."""
+        slots = self.class_slots(n_classes)
+        return (2 * self.config.n_layers + 1) * n_train * (1 + slots) * self.config.d_model + n_train * slots
+
+    def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+        """The decoder's inputs for test rows x_test (B, M, F) against an :meth:`encode_context`:
+        their final tokens, (B, M, 1+K, d) (slot 0 the covariate token, slot 1+k class k)."""
+        plan = plan or ChunkPlan()
+        self._check_cacheable(x_test)
+        tokens = self._tokens(x_test, None, self.class_slots(context.n_classes), plan)  # (B, M, 1+S, d)
+        tokens, _ = self._layers_chunked(tokens, plan, context.n_train, cache=context.keys_values)
+        return tokens
+
     def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
         """Class logits (B, M, K) of test rows x_test (B, M, F) against an :meth:`encode_context`."""
-        plan = plan or ChunkPlan()
-        tokens = self._tokens(x_test, None, context.n_classes, plan)  # (B, M, 1+K, d)
-        tokens, _ = self._layers_chunked(tokens, plan, context.n_train, cache=context.keys_values)
-        return self.decoder(context.h_train, tokens.flatten(2), context.y_onehot)  # (B, M, K)
+        h_test = self.embed_in_context(context, x_test, plan).flatten(2)  # (B, M, (1+K)*d)
+        dtype = h_test.dtype  # the cache may be stored in a lower precision
+        logits = self.decoder(context.h_train.to(dtype), h_test, context.y_onehot.to(dtype))  # (B, M, S)
+        return logits[..., : context.n_classes]  # (B, M, K)
 
     def forward_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
                         plan: ChunkPlan | None = None) -> torch.Tensor:
         """``forward`` in bounded memory, keeping nothing; ``forward`` itself when every block's
         work fits one chunk of the plan."""
         plan = plan or ChunkPlan()
-        batch, n_train = x_train.shape[:2]
-        n_test = x_test.shape[1]
-        if plan.fits(self, n_train, n_test, n_classes):
+        n_train = x_train.shape[1]
+        if plan.fits(self, n_train, x_test.shape[1], n_classes):
             return self(x_train, y_train, x_test, n_classes)
-        y_onehot = self._onehot(y_train, n_classes)  # (B, N, K)
-        tokens = y_onehot.new_empty(batch, n_train + n_test, 1 + n_classes, self.config.d_model)  # (B, N+M, 1+K, d)
-        self._tokens(x_train, y_onehot, n_classes, plan, out=tokens[:, :n_train])
-        self._tokens(x_test, None, n_classes, plan, out=tokens[:, n_train:])
+        tokens, y_onehot = self._all_tokens_chunked(x_train, y_train, x_test, n_classes, plan)
+        flat = tokens.flatten(2)  # (B, N+M, (1+S)*d)
+        return self.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)[..., :n_classes]  # (B, M, K)
+
+    def embed_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
+                      plan: ChunkPlan | None = None) -> torch.Tensor:
+        """The decoder's inputs for the test rows, (B, M, 1+K, d), in bounded memory, keeping nothing."""
+        tokens, _ = self._all_tokens_chunked(x_train, y_train, x_test, n_classes, plan or ChunkPlan())
+        return tokens[:, x_train.shape[1]:]
+
+    def _all_tokens_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
+                            plan: ChunkPlan) -> tuple[torch.Tensor, torch.Tensor]:
+        """The final tokens of train and test rows, (B, N+M, 1+K, d), and the one-hot labels (B, N, K)."""
+        batch, n_train = x_train.shape[:2]
+        slots = self.class_slots(n_classes)
+        y_onehot = self._onehot(y_train, slots)  # (B, N, S)
+        tokens = y_onehot.new_empty(batch, n_train + x_test.shape[1], 1 + slots, self.config.d_model)
+        rows = torch.cat([x_train, x_test], dim=1) if self.config.official else None  # the indicator's rows
+        self._tokens(x_train, y_onehot, slots, plan, out=tokens[:, :n_train], rows=rows)
+        self._tokens(x_test, None, slots, plan, out=tokens[:, n_train:], rows=rows)
         tokens, _ = self._layers_chunked(tokens, plan, n_train)
-        flat = tokens.flatten(2)  # (B, N+M, (1+K)*d)
-        return self.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)  # (B, M, K)
+        return tokens, y_onehot
 
     def _onehot(self, y_train: torch.Tensor, n_classes: int) -> torch.Tensor:
         return F.one_hot(y_train, n_classes).to(self.covariate_encoder.weight.dtype)
 
+    def _features(self, x: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The covariate encoder's input for x (B, R, F): (B, R, 2*f_max); the official
+        indicator is standardised over ``rows`` (default: x's own rows)."""
+        if self.config.official:
+            return official_missing_indicator_features(x, self.config.f_max, rows)
+        return missing_indicator_features(x, self.config.f_max)
+
+    def _check_cacheable(self, x: torch.Tensor) -> None:
+        """Refuse non-finite inputs to the cached pieces of an official network: its indicator
+        is standardised over the train and test rows of one call, which a cache cannot know."""
+        if self.config.official and not torch.isfinite(x).all():
+            raise InvalidInputError(
+                "this official EquiTabPFN network standardises its missing-value indicator over the train and test "
+                "rows of each call, so a cached train side cannot serve rows with NaN or inf: use "
+                "fit_mode='low_memory' (the classifier) or forward_chunked"
+            )
+
     def _tokens(self, x: torch.Tensor, y_onehot: torch.Tensor | None, n_classes: int, plan: ChunkPlan,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+                out: torch.Tensor | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Input tokens of train rows (labels given) or test rows (prediction tokens), written
-        into ``out`` when given."""
+        into ``out`` when given; ``n_classes`` class slots; ``rows``: see :meth:`_features`."""
         # x: (B, R, F), y_onehot: (B, R, K) or None -> (B, R, 1+K, d)
-        covariate = self.covariate_encoder(missing_indicator_features(x, self.config.f_max))  # (B, R, d)
+        covariate = self.covariate_encoder(self._features(x, rows))  # (B, R, d)
         batch, rows, d = covariate.shape
         tokens = covariate.new_empty(batch, rows, 1 + n_classes, d) if out is None else out
         tokens[:, :, 0] = covariate

@@ -70,9 +70,21 @@ class Context:
     def n_train(self) -> int:
         return self.keys_values[0][0].shape[3]
 
+    def _tensors(self) -> list[torch.Tensor]:
+        return [t for pair in self.keys_values for t in pair] + [t for t in (self.h_train, self.y_onehot) if t is not None]
+
     def nbytes(self) -> int:
-        tensors = [t for pair in self.keys_values for t in pair] + [t for t in (self.h_train, self.y_onehot) if t is not None]
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return sum(t.numel() * t.element_size() for t in self._tensors())
+
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> Context:
+        """A copy on ``device`` and/or stored in ``dtype`` (a lower precision halves the
+        memory; the blocks cast each cached tensor back to their compute dtype when they use it)."""
+
+        def move(tensor):
+            return None if tensor is None else tensor.to(device=device, dtype=dtype)
+
+        return Context(self.n_classes, [(move(key), move(value)) for key, value in self.keys_values],
+                       move(self.h_train), move(self.y_onehot))
 
 
 # -- one block, on part of the rows or slots -----------------------------------------------
@@ -135,13 +147,16 @@ def datapoints_chunked(
     batch, rows, slots, width = tokens.shape
     step = plan.slots(rows, n_train, width, block.mlp[0].out_features)
     if step >= slots:
-        key, value = cached if cached is not None else train_keys_values(block, tokens[:, :n_train])
+        if cached is not None:  # stored in the cache's dtype, computed in the tokens'
+            key, value = cached[0].to(tokens.dtype), cached[1].to(tokens.dtype)
+        else:
+            key, value = train_keys_values(block, tokens[:, :n_train])
         return attend_to_train(block, tokens, key, value), (key, value) if keep else None
     kept = None
     for start in range(0, slots, step):
         chunk = slice(start, start + step)
         if cached is not None:
-            key, value = cached[0][:, chunk], cached[1][:, chunk]
+            key, value = cached[0][:, chunk].to(tokens.dtype), cached[1][:, chunk].to(tokens.dtype)
         else:
             key, value = train_keys_values(block, tokens[:, :n_train, chunk])
             if keep:

@@ -25,16 +25,47 @@ def missing_indicator_features(x: torch.Tensor, f_max: int) -> torch.Tensor:
     """
     # x: (..., F) with F <= f_max  ->  (..., 2 * f_max)
     n_features = x.shape[-1]
-    if n_features > f_max:
-        raise InvalidInputError(
-            f"got {n_features} features but the model takes at most {f_max}; "
-            "reduce the features first (the classifiers do this automatically)"
-        )
+    _check_feature_count(n_features, f_max)
     indicator = torch.isnan(x).to(x.dtype) + 2 * torch.isposinf(x).to(x.dtype)
     indicator = indicator - 2 * torch.isneginf(x).to(x.dtype)
     values = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
     pad = (0, f_max - n_features)
     return torch.cat([F.pad(values, pad), F.pad(indicator, pad)], dim=-1)
+
+
+def official_missing_indicator_features(x: torch.Tensor, f_max: int, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """``[x ; indicator(x)]`` zero-padded to ``f_max`` features each, as the authors' released
+    network computes them.
+
+    NaN becomes 0 in the value half and +-inf the largest finite number of the dtype. The
+    indicator codes NaN as -1, +inf as +1, -inf as +2 and is standardised per dataset and
+    column over ``rows`` (default: the rows of ``x``; the forward passes all train and test
+    rows): minus the mean, divided by the unbiased std + 1e-6, clipped to +-100. A column
+    without non-finite values, or non-finite everywhere, gets an indicator of 0 (so does a
+    single row, where the unbiased std is undefined: the cached pieces pass one test row).
+    """
+    # x: (B, R, F), rows: (B, R', F) with F <= f_max  ->  (B, R, 2 * f_max)
+    _check_feature_count(x.shape[-1], f_max)
+
+    def codes(t: torch.Tensor) -> torch.Tensor:
+        return (2 * torch.isneginf(t) + torch.isposinf(t) - torch.isnan(t).to(torch.int64)).to(t.dtype)
+
+    reference = codes(x if rows is None else rows)  # (B, R', F)
+    mean = reference.mean(dim=-2, keepdim=True)
+    # unbiased, as the official code; 0 for a single row
+    std = reference.std(dim=-2, keepdim=True) if reference.shape[-2] > 1 else torch.zeros_like(mean)
+    std = std + 1e-6
+    indicator = ((codes(x) - mean) / std).clamp(-100, 100)
+    pad = (0, f_max - x.shape[-1])
+    return torch.cat([F.pad(torch.nan_to_num(x, nan=0.0), pad), F.pad(indicator, pad)], dim=-1)
+
+
+def _check_feature_count(n_features: int, f_max: int) -> None:
+    if n_features > f_max:
+        raise InvalidInputError(
+            f"got {n_features} features but the model takes at most {f_max}; "
+            "reduce the features first (the classifiers do this automatically)"
+        )
 
 
 class FeedForward(nn.Sequential):
@@ -135,12 +166,13 @@ class ComponentAttentionBlock(_ResidualBlock):
 
 class EquivariantDecoder(nn.Module):
     """Non-parametric decoder: attention over train rows with raw one-hot targets as values,
-    plus a pointwise residual MLP applied to each class score independently."""
+    plus a pointwise residual MLP applied to each class score independently (its LayerNorm's
+    ``eps`` is 1.0 in the official network)."""
 
-    def __init__(self, hidden: int):
+    def __init__(self, hidden: int, eps: float = 1e-5):
         super().__init__()
         self.residual = nn.Sequential(
-            nn.Linear(1, hidden), nn.LayerNorm(hidden), nn.GELU(), nn.Linear(hidden, 1)
+            nn.Linear(1, hidden), nn.LayerNorm(hidden, eps=eps), nn.GELU(), nn.Linear(hidden, 1)
         )
 
     def forward(

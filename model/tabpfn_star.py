@@ -17,7 +17,8 @@ class TabPFNStar(nn.Module):
     ``max_classes``-slot one-hot target; 2 * n_layers datapoint-attention blocks (the same
     block count as EquiTabPFN, hence comparable parameters); MLP decoder to
     ``max_classes`` logits, of which the first K are returned. ``encode_context``,
-    ``predict_in_context`` and ``forward_chunked`` compute it in pieces (see :mod:`.inference`)."""
+    ``predict_in_context`` and ``forward_chunked`` compute it in pieces (see :mod:`.inference`);
+    ``embed_in_context`` and ``embed_chunked`` stop before the decoder."""
 
     arch = "tabpfn-star"
 
@@ -79,27 +80,42 @@ class TabPFNStar(nn.Module):
             keys_values.append(kept)
         return Context(n_classes, keys_values)
 
-    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
-        """Class logits (B, M, K) of test rows x_test (B, M, F) against an :meth:`encode_context`."""
+    def context_numel(self, n_train: int, n_classes: int) -> int:
+        """Numbers an :meth:`encode_context` of one training set holds: keys and values of
+        N x d per block, whatever K."""
+        return 2 * len(self.blocks) * n_train * self.config.d_model
+
+    def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+        """The decoder's inputs (B, M, d) for test rows x_test (B, M, F) against an :meth:`encode_context`."""
         plan = plan or ChunkPlan()
         tokens = self._tokens(x_test, None)  # (B, M, 1, d)
         for block, cached in zip(self.blocks, context.keys_values):
             tokens, _ = datapoints_chunked(block, tokens, plan, context.n_train, cached)
-        return self.decoder(self.final_norm(tokens[:, :, 0]))[..., : context.n_classes]  # (B, M, K)
+        return self.final_norm(tokens[:, :, 0])  # (B, M, d)
+
+    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+        """Class logits (B, M, K) of test rows x_test (B, M, F) against an :meth:`encode_context`."""
+        return self.decoder(self.embed_in_context(context, x_test, plan))[..., : context.n_classes]  # (B, M, K)
 
     def forward_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
                         plan: ChunkPlan | None = None) -> torch.Tensor:
         """``forward`` in bounded memory, keeping nothing; ``forward`` itself when every block's
         work fits one chunk of the plan."""
         plan = plan or ChunkPlan()
-        n_train = x_train.shape[1]
-        if plan.fits(self, n_train, x_test.shape[1], n_classes):
+        if plan.fits(self, x_train.shape[1], x_test.shape[1], n_classes):
             return self(x_train, y_train, x_test, n_classes)
+        return self.decoder(self.embed_chunked(x_train, y_train, x_test, n_classes, plan))[..., :n_classes]  # (B, M, K)
+
+    def embed_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
+                      plan: ChunkPlan | None = None) -> torch.Tensor:
+        """The decoder's inputs for the test rows, (B, M, d), in bounded memory, keeping nothing."""
+        plan = plan or ChunkPlan()
         self._check_classes(n_classes)
+        n_train = x_train.shape[1]
         tokens = torch.cat([self._tokens(x_train, y_train), self._tokens(x_test, None)], dim=1)  # (B, N+M, 1, d)
         for block in self.blocks:
             tokens, _ = datapoints_chunked(block, tokens, plan, n_train)
-        return self.decoder(self.final_norm(tokens[:, n_train:, 0]))[..., :n_classes]  # (B, M, K)
+        return self.final_norm(tokens[:, n_train:, 0])  # (B, M, d)
 
     def _check_classes(self, n_classes: int) -> None:
         if n_classes > self.class_limit:

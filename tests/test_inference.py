@@ -110,8 +110,8 @@ def test_fit_with_cache_serves_permutation_importance():
 
 
 def test_bad_fit_mode():
-    with pytest.raises(ValueError, match="fit_mode must be one of 'low_memory', 'fit_with_cache'"):
-        EquiTabPFNClassifier(checkpoint=CHECKPOINTS["equitabpfn"], fit_mode="fit_preprocessors").fit(*_blobs())
+    with pytest.raises(ValueError, match="fit_mode must be one of 'low_memory', 'fit_with_cache', 'fit_preprocessors'"):
+        EquiTabPFNClassifier(checkpoint=CHECKPOINTS["equitabpfn"], fit_mode="fit_everything").fit(*_blobs())
 
 
 def test_fit_with_cache_survives_the_fit_state(tmp_path):

@@ -252,7 +252,7 @@ def test_5_a_non_finite_loss_stops_the_run_keeping_the_last_checkpoint(tmp_path,
         return loss * float("nan") if len(calls) >= 5 else loss  # step 5 diverges
 
     monkeypatch.setattr(pretrain_module, "masked_test_loss", diverging)
-    with pytest.raises(NonFiniteLossError, match=r"step 5: the training loss is nan .*lower lr"):
+    with pytest.raises(NonFiniteLossError, match=r"step 5: the training loss is nan .*lower the learning rate"):
         pretrain(_train_config(), PRIOR, tmp_path, progress=False)
     model, card = load_checkpoint(tmp_path / "model.pt")  # step 3, finite
     assert card.steps == 3
@@ -570,6 +570,18 @@ def test_14_checkpoint_paths_that_are_not_files(tmp_path, checkpoint, message):
 def test_14_missing_labels_are_named(tiny_equi_path, labels):
     with pytest.raises(ValueError, match=r"y has 1 missing labels \(None or NaN\), e.g. at rows \[2\]"):
         EquiTabPFNClassifier(checkpoint=tiny_equi_path, device="cpu").fit(np.zeros((4, 2)), np.array(labels, dtype=object))
+
+
+@pytest.mark.parametrize("labels, kinds", [([1, "a", 2.5, 1], "float, int, str"), ([True, "a", True, "a"], "bool, str")])
+def test_14_labels_of_several_types_are_named(tiny_equi_path, labels, kinds):
+    with pytest.raises(ValueError, match=rf"y mixes labels of several types \({kinds}\); make them one type"):
+        EquiTabPFNClassifier(checkpoint=tiny_equi_path, device="cpu").fit(np.zeros((4, 2)), np.array(labels, dtype=object))
+
+
+def test_14_integer_and_float_labels_together_are_numbers(tiny_equi_path):
+    model = EquiTabPFNClassifier(checkpoint=tiny_equi_path, device="cpu").fit(
+        np.arange(8.0).reshape(4, 2), np.array([1, 2.0, 1, 2.0], dtype=object))
+    assert model.classes_.tolist() == [1.0, 2.0] and model.predict(np.arange(8.0).reshape(4, 2)).dtype == np.float64
 
 
 def test_14_backward_fold_ranges_and_rejected_runs_leave_no_folder(tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..baselines.ecoc import ecoc_beyond
 from ..errors import CheckpointError
 from .checkpoints import shared_network
-from .estimator import PFNClassifier, PretrainingLimitWarning
+from .estimator import DEFAULT_RANDOM_STATE, PFNClassifier, PretrainingLimitWarning
 
 __all__ = ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "classifier_for"]
 
@@ -48,15 +48,18 @@ class EquiTabPFNClassifier(PFNClassifier):
         the ordinal code keeps an order the categories may have. Numeric tables are
         unaffected.
     device : str, default="auto"
-        "auto" uses CUDA when available, else CPU.
-    fit_mode : {"low_memory", "fit_with_cache"}, default="low_memory"
+        "auto" uses CUDA when available, else Apple's MPS when available, else CPU;
+        "cpu", "cuda", "cuda:N" or "mps" name one. A device torch cannot use here is
+        refused at fit. :meth:`to` moves a fitted classifier to another device.
+    fit_mode : {"low_memory", "fit_with_cache", "fit_preprocessors"}, default="low_memory"
         "low_memory" runs the whole network for every test batch, in bounded memory
-        (row- and slot-wise chunks; K=1000 classes fit in a few GB). "fit_with_cache" runs
-        the train side once at fit and keeps each member's keys/values per layer
-        (``contexts_``), so every later predict only runs the test rows: much faster for
-        repeated predicts (permutation importance, small batches), at the cost of memory
-        of about 2 x n_layers x context rows x (1+K) x d_model numbers per member. Same
-        predictions to float tolerance.
+        (row- and slot-wise chunks; K=1000 classes fit in a few GB); "fit_preprocessors"
+        (TabPFN's name) is the same. "fit_with_cache" runs the train side once at fit and
+        keeps each member's keys/values per layer (``contexts_``), so every later predict
+        only runs the test rows: much faster for repeated predicts (permutation importance,
+        small batches), at the cost of memory of about 2 x n_layers x context rows x (1+K)
+        x d_model numbers per member (:meth:`estimate_cache_bytes`; refused at fit above
+        ``cache_memory_limit_gb``). Same predictions to float tolerance.
     inference_precision : {"auto", "autocast"}, torch dtype or dtype name, default="auto"
         "auto": bfloat16 autocast on CUDA, float32 on CPU; "autocast": bfloat16 autocast
         on any device; a dtype ("float32", "float64", torch.float64, ...): weights and
@@ -78,8 +81,27 @@ class EquiTabPFNClassifier(PFNClassifier):
         at fit become missing (NaN when ordinal, all zeros when one-hot).
     batch_size : int, default=1024
         Test rows per forward pass; bounds memory (each pass re-reads the context).
-    random_state : int, RandomState or None, default=None
-        Seeds the subsample, the member shifts and the feature selection.
+    random_state : int, RandomState or None, default=0
+        Seeds the subsample, the member shifts and the feature selection. The default is
+        a fixed seed, so that two default fits give the same predictions (TabPFN defaults
+        to 0, TabICL to 42): a deliberate departure from scikit-learn's None. None draws
+        fresh randomness at every fit.
+    cache_precision : {"auto", "float32", "bfloat16", "float16"}, default="auto"
+        The dtype ``fit_mode="fit_with_cache"`` stores its cache in; "auto" keeps the
+        inference dtype. "float16" and "bfloat16" halve float32's memory; each block casts
+        the cached keys and values back to its compute dtype. Measured on wine, digits and
+        100 classes (docs/BENCHMARKS.md): probabilities moved by at most about 1e-3 with
+        float16 and 1e-2 with bfloat16, and no accuracy changed.
+    cache_memory_limit_gb : float or None, default=4.0
+        ``fit_mode="fit_with_cache"`` refuses at fit, before building it, a cache estimated
+        above this many GB (1e9 bytes), naming the estimate and the alternatives; None: no
+        limit.
+    preprocessing : {"equibench", "official"}, default="equibench"
+        "equibench": the ensemble preprocessing described in the Notes. "official": the
+        preprocessing of the EquiTabPFN authors' one-member evaluation (the paper's tables;
+        train-row normalisation, constant columns dropped, outlier squashing, x 100 / F), for
+        their checkpoint converted by ``equibench convert-official``; needs
+        ``n_estimators=1`` (docs/OFFICIAL_CHECKPOINT.md).
 
     Attributes
     ----------
@@ -116,6 +138,13 @@ class EquiTabPFNClassifier(PFNClassifier):
     with y are kept (with a :class:`PretrainingLimitWarning`); robust z-score with
     log-squashing beyond 4 std; rescale by 100 / features used; zero-padding to 100
     inside the model.
+
+    Outputs: :meth:`predict_proba`, :meth:`predict_log_proba`, :meth:`predict_logits` (the
+    members' average logits) and :meth:`get_embeddings` (the decoder's inputs per member).
+    ``sample_weight`` is not supported: the network has no loss to weight, so
+    ``fit(X, y, sample_weight=w)`` is refused with that reason, and scikit-learn's
+    ``AdaBoostClassifier`` refuses these classifiers as base estimators; resample the rows
+    in proportion to the weights instead.
 
     Persistence: ``pickle``/``joblib`` work; a classifier fitted with a packaged
     checkpoint pickles a reference (file name and sha256) instead of the network and
@@ -154,6 +183,14 @@ class TabPFNStarClassifier(PFNClassifier):
     encoder_, transforms_, train_features_, train_labels_, contexts_
         The fitted preprocessing, context and (fit_with_cache) cache, as for
         :class:`EquiTabPFNClassifier`.
+
+    Notes
+    -----
+    :meth:`get_embeddings` gives the decoder's inputs of shape (n_estimators, n_samples,
+    d_model). Beyond ``max_classes``, :func:`classifier_for` returns an ``ECOCClassifier``:
+    its ``predict_logits`` are the class scores whose softmax is its ``predict_proba`` and
+    its ``get_embeddings`` stacks its single-member classifiers' embeddings, one per
+    codebook row, (n_codebook_rows, n_samples, d_model).
     """
 
     _arch = "tabpfn-star"
@@ -183,4 +220,4 @@ def classifier_for(checkpoint="default", n_classes: int | None = None, **params)
         return classifier(checkpoint=checkpoint, **params)
     n_estimators = params.pop("n_estimators", PFNClassifier.__init__.__kwdefaults__["n_estimators"])
     return ecoc_beyond(lambda members: classifier(checkpoint=checkpoint, n_estimators=members, **params),
-                       n_classes, network.class_limit, n_estimators, params.get("random_state"))
+                       n_classes, network.class_limit, n_estimators, params.get("random_state", DEFAULT_RANDOM_STATE))

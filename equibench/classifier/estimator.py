@@ -30,11 +30,29 @@ from ..preprocessing import (
 )
 from .checkpoints import load_model, model_from_reference
 from .fit_state import load_fit_state, save_fit_state
-from .prediction import EnsemblePrediction
+from .official_preprocessing import OfficialTransform
+from .prediction import CACHE_PRECISIONS, EnsemblePrediction
 
 #: ``fit_mode``: "low_memory" runs the whole network per test batch; "fit_with_cache"
-#: runs the train side once at fit and keeps its keys/values for every later predict.
-FIT_MODES = ("low_memory", "fit_with_cache")
+#: runs the train side once at fit and keeps its keys/values for every later predict;
+#: "fit_preprocessors" is TabPFN's name for what "low_memory" does.
+FIT_MODES = ("low_memory", "fit_with_cache", "fit_preprocessors")
+
+#: The default ``random_state``: a fixed seed, so that two default fits agree (as TabPFN's
+#: default 0 and TabICL's 42 do), unlike scikit-learn's None; None still draws fresh randomness.
+DEFAULT_RANDOM_STATE = 0
+
+#: Why ``sample_weight`` is refused (scikit-learn's AdaBoost passes one).
+_NO_SAMPLE_WEIGHT = (
+    "sample_weight is not supported: the network conditions on the training rows in its context and has no loss "
+    "to weight; resample the rows in proportion to the weights instead (e.g. the rows "
+    "numpy.random.default_rng(0).choice(len(X), len(X), p=w / w.sum()))"
+)
+
+
+#: ``preprocessing``: equibench's ensemble preprocessing, or the authors' one-member one
+#: (:mod:`.official_preprocessing`; for the official checkpoint, docs/OFFICIAL_CHECKPOINT.md).
+PREPROCESSINGS = ("equibench", "official")
 
 
 class PretrainingLimitWarning(UserWarning):
@@ -65,6 +83,20 @@ def _check_labels_present(y: np.ndarray) -> None:
         )
 
 
+def _label_array(y: np.ndarray) -> np.ndarray:
+    """Labels of one type: an object array of numbers as numbers; labels that mix kinds
+    (numbers and text, ...), which have no one order, refused."""
+    kind = pd.api.types.infer_dtype(y, skipna=True)
+    if kind in ("mixed", "mixed-integer"):
+        kinds = sorted({type(value).__name__ for value in y})
+        raise InvalidInputError(
+            f"y mixes labels of several types ({', '.join(kinds)}); make them one type, e.g. y.astype(str)"
+        )
+    if y.dtype == object and kind in ("integer", "floating", "mixed-integer-float"):
+        return y.astype(np.int64 if kind == "integer" else np.float64)
+    return y
+
+
 class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
     """Shared implementation; subclasses fix the architecture."""
 
@@ -86,7 +118,10 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         ignore_pretraining_limits: bool = False,
         categorical_features=None,
         batch_size: int = 1024,
-        random_state=None,
+        random_state=DEFAULT_RANDOM_STATE,
+        cache_precision: str = "auto",
+        cache_memory_limit_gb: float | None = 4.0,
+        preprocessing: str = "equibench",
     ):
         self.checkpoint = checkpoint
         self.n_estimators = n_estimators
@@ -101,6 +136,9 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         self.categorical_features = categorical_features
         self.batch_size = batch_size
         self.random_state = random_state
+        self.cache_precision = cache_precision
+        self.cache_memory_limit_gb = cache_memory_limit_gb
+        self.preprocessing = preprocessing
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -122,15 +160,21 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
 
     # -- fitting -----------------------------------------------------------------------
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Store the training context: labels, fitted preprocessing and, per ensemble
         member, the transformed training rows (class-balanced subsample above
-        ``max_train_rows`` unless ``ignore_pretraining_limits``)."""
+        ``max_train_rows`` unless ``ignore_pretraining_limits``). ``sample_weight`` is not
+        supported (refused with the reason); no other fit parameter exists."""
+        if "sample_weight" in fit_params:
+            raise InvalidInputError(_NO_SAMPLE_WEIGHT)
+        if fit_params:
+            raise TypeError(f"fit() takes only X and y, got {', '.join(sorted(fit_params))}")
         transforms, encodings = self._check_params()
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
         _check_labels_present(y)
+        y = _label_array(y)
         check_classification_targets(y)
         categorical = self._categorical_positions(X)
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
@@ -160,16 +204,33 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
                 f"{f_max} with the highest mutual information with y are used. Select features yourself (e.g. "
                 "SelectKBest in a Pipeline) to choose which"
             )
-        specs = ensemble_members(
-            self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts, transforms, encodings
-        )
-        self.transforms_ = [MemberTransform(spec, f_max) for spec in specs]
+        if self.preprocessing == "official":
+            self.transforms_ = [OfficialTransform(f_max)]
+        else:
+            specs = ensemble_members(
+                self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts, transforms, encodings
+            )
+            self.transforms_ = [MemberTransform(spec, f_max) for spec in specs]
         counts = self.encoder_.category_counts()
         self.train_features_ = [t.fit_transform(values, counts) for t in self.transforms_]  # each (N, F_used)
         self.train_labels_ = torch.from_numpy(y_encoded[rows].astype(np.int64))  # (N,)
         if self.fit_mode == "fit_with_cache":
+            self._check_cache_memory()
             self.contexts_ = self._encode_contexts()
         return self
+
+    def _check_cache_memory(self) -> None:
+        """Refuse, before it is built, a fit_with_cache cache above ``cache_memory_limit_gb``."""
+        limit = self.cache_memory_limit_gb
+        size = self.estimate_cache_bytes()
+        if limit is not None and size > limit * 1e9:
+            raise InvalidInputError(
+                f"fit_mode='fit_with_cache' would keep about {size / 1e9:.2f} GB of cached keys and values "
+                f"({len(self.transforms_)} members, {len(self.train_labels_)} context rows, {len(self.classes_)} classes, "
+                f"{str(self._cache_storage_dtype()).removeprefix('torch.')}), above cache_memory_limit_gb={limit}: use "
+                "fit_mode='low_memory' (the same predictions without a cache), cache_precision='float16' (half the "
+                "memory), fewer n_estimators or max_train_rows, or raise cache_memory_limit_gb (None: no limit)"
+            )
 
     def _warn_limit(self, message: str) -> None:
         if not self.ignore_pretraining_limits:
@@ -186,9 +247,25 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
 
         for name in ("n_estimators", "max_train_rows", "batch_size"):
             positive_int(name)
+        if not (isinstance(self.cache_precision, str) and self.cache_precision in CACHE_PRECISIONS):
+            raise InvalidInputError(
+                f"cache_precision must be one of {', '.join(map(repr, CACHE_PRECISIONS))}, got {self.cache_precision!r}"
+            )
+        limit = self.cache_memory_limit_gb
+        if limit is not None and (not isinstance(limit, numbers.Real) or isinstance(limit, bool) or not limit > 0):
+            raise InvalidInputError(f"cache_memory_limit_gb must be a positive number of GB or None, got {limit!r}")
         temperature = self.softmax_temperature
         if not isinstance(temperature, numbers.Real) or not temperature > 0:
             raise InvalidInputError(f"softmax_temperature must be a positive number, got {temperature!r}")
+        if not (isinstance(self.preprocessing, str) and self.preprocessing in PREPROCESSINGS):
+            raise InvalidInputError(
+                f"preprocessing must be one of {', '.join(map(repr, PREPROCESSINGS))}, got {self.preprocessing!r}"
+            )
+        if self.preprocessing == "official" and self.n_estimators != 1:
+            raise InvalidInputError(
+                "preprocessing='official' reproduces the authors' one-member evaluation (the paper's tables); their "
+                f"multi-member preprocessing is not reproduced: pass n_estimators=1, got {self.n_estimators}"
+            )
         if not (isinstance(self.fit_mode, str) and self.fit_mode in FIT_MODES):
             raise InvalidInputError(f"fit_mode must be one of {', '.join(map(repr, FIT_MODES))}, got {self.fit_mode!r}")
         if not isinstance(self.ignore_pretraining_limits, (bool, np.bool_)):
@@ -257,6 +334,9 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         referenced by name (packaged) or path, with its sha256. Load with
         :meth:`load_from_fit_state`."""
         check_is_fitted(self)
+        if getattr(self, "preprocessing", "equibench") == "official":
+            raise InvalidInputError("save_fit_state does not store preprocessing='official'; pickle the classifier "
+                                    "(pickle or joblib) instead")
         return save_fit_state(self, path)
 
     @classmethod
@@ -269,11 +349,45 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
     # -- prediction --------------------------------------------------------------------
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities, columns ordered as ``classes_``; the average over ensemble
-        members of softmax(logits / softmax_temperature)."""
+        """Class probabilities (n_samples, n_classes), columns ordered as ``classes_``; the
+        average over ensemble members of softmax(logits / softmax_temperature)."""
+        return self._ensemble(self._encoded(X))["proba"]
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """The logarithm of :meth:`predict_proba` (n_samples, n_classes), computed in log space
+        (finite where a probability underflows to 0)."""
+        return self._ensemble(self._encoded(X))["log_proba"]
+
+    def predict_logits(self, X) -> np.ndarray:
+        """The network's class logits averaged over ensemble members (n_samples, n_classes),
+        columns ordered as ``classes_``, before ``softmax_temperature``."""
+        return self._ensemble(self._encoded(X))["logits"]
+
+    def get_embeddings(self, X) -> np.ndarray:
+        """The decoder's inputs for the rows of X, per ensemble member: for EquiTabPFN the
+        final tokens, shape (n_estimators, n_samples, 1 + n_classes, d_model) (slot 0 the
+        covariate token, slot 1+k the class ``classes_[k]``); for TabPFN* the final row token,
+        shape (n_estimators, n_samples, d_model). float32 (float64 with that precision)."""
+        return self._embeddings(self._encoded(X))
+
+    def _encoded(self, X) -> np.ndarray:
         check_is_fitted(self)
-        X = self._check_table(X, reset=False)
-        return self._ensemble_proba(self.encoder_.transform(X))
+        return self.encoder_.transform(self._check_table(X, reset=False))
+
+    def to(self, device):
+        """Move the classifier, fitted or not, to ``device`` ("auto", "cpu", "cuda", "cuda:N",
+        "mps"): sets the ``device`` parameter and, once fitted, moves the network and the
+        ``fit_with_cache`` cache. A device torch cannot use is refused, leaving it unchanged.
+        Returns self."""
+        resolved = resolve_device(device)
+        if hasattr(self, "device_"):
+            resolve_precision(self.inference_precision, resolved)
+            self.model_ = self.model_.to(resolved)
+            if getattr(self, "contexts_", None) is not None:
+                self.contexts_ = [context.to(resolved) for context in self.contexts_]
+            self.device_ = resolved
+        self.device = device if isinstance(device, str) else str(resolved)
+        return self
 
     def predict(self, X) -> np.ndarray:
         """The most probable class of each row (an entry of ``classes_``)."""

@@ -4,13 +4,19 @@ The file is an ``.npz`` archive of plain arrays (numbers and fixed-width strings
 Python objects) plus a JSON header, so ``numpy.load(allow_pickle=False)`` reads it and no
 code runs on load. The network is named by reference: a packaged checkpoint by file name,
 any other by path, each with its sha256 (see ``checkpoints.checkpoint_reference``).
+
+It is tamper-evident: the header holds the sha256 of every array (its dtype, shape and
+bytes) and the ``header_sha256`` array that of the header, all checked at load; an empty,
+damaged or edited file, or one with an array missing or added, is a :class:`FitStateError`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +27,23 @@ from sklearn.preprocessing import OrdinalEncoder, QuantileTransformer
 from .._version import __version__
 from ..atomic_files import atomic_write
 from ..devices import resolve_device
-from ..errors import FitStateError
+from ..errors import FitStateError, InvalidInputError
 from ..preprocessing import MemberSpec, MemberTransform, TableEncoder
 from .checkpoints import load_model, model_from_reference
 
 FORMAT = "equibench-fit-state"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a sha256 per array and of the header
+
+#: What load_fit_state reads from the header.
+_HEADER_KEYS = ("estimator", "params", "checkpoint", "device", "classes_dtype", "n_features_in", "encoder", "members",
+                "digests")
+
+
+def _digest(array: np.ndarray) -> str:
+    """sha256 of an array's dtype, shape and bytes."""
+    digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def _jsonable(value):
@@ -92,8 +109,11 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
                     "categorical_features": list(encoder.categorical_features),
                     "categorical": [int(c) for c in encoder.categorical_]},
         "members": members,
+        "digests": {name: _digest(np.asarray(array)) for name, array in arrays.items()},
     }
-    arrays["header"] = np.asarray(json.dumps(header))
+    text = json.dumps(header)
+    arrays["header"] = np.asarray(text)
+    arrays["header_sha256"] = np.asarray(hashlib.sha256(text.encode()).hexdigest())
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as handle:
@@ -103,23 +123,51 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
 
 
 def _read(path: Path) -> tuple[dict, dict]:
+    """The header and the arrays of a fit-state file, every digest checked."""
     if not path.is_file():
         raise FitStateError(f"fit-state file {str(path)!r} does not exist")
+    if path.stat().st_size == 0:
+        raise FitStateError(f"fit-state file {str(path)!r} is empty (0 bytes); write it again with save_fit_state")
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
-        header = json.loads(str(arrays.pop("header")))
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        text = str(arrays.pop("header"))
+        header = json.loads(text)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as error:
         raise FitStateError(
             f"{str(path)!r} is not a readable fit-state file ({type(error).__name__}: {error}); write it with "
             "save_fit_state"
         ) from error
-    if header.get("format") != FORMAT or header.get("format_version") != FORMAT_VERSION:
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise FitStateError(f"{str(path)!r} is not an equibench fit state; write it with save_fit_state")
+    if header.get("format_version") != FORMAT_VERSION:
         raise FitStateError(
-            f"{str(path)!r} is not an equibench fit state of format version {FORMAT_VERSION} "
-            f"(found {header.get('format')!r} version {header.get('format_version')!r})"
+            f"{str(path)!r} is a fit state of format version {header.get('format_version')!r}, this equibench reads "
+            f"version {FORMAT_VERSION}: fit the classifier again and save it with save_fit_state"
         )
+    _check_digests(path, text, header, arrays)
     return header, arrays
+
+
+def _check_digests(path: Path, text: str, header: dict, arrays: dict) -> None:
+    """Refuse a header or array that is not as save_fit_state wrote it."""
+    written = arrays.pop("header_sha256", None)
+    if written is None or str(written) != hashlib.sha256(text.encode()).hexdigest():
+        raise FitStateError(f"{str(path)!r} is damaged: its header does not match its sha256; write it again")
+    missing_keys = [key for key in _HEADER_KEYS if key not in header]
+    if missing_keys or not isinstance(header["digests"], dict):
+        raise FitStateError(f"{str(path)!r} is damaged: its header lacks {missing_keys or ['digests']}; write it again")
+    digests = header["digests"]
+    missing, extra = sorted(set(digests) - set(arrays)), sorted(set(arrays) - set(digests))
+    if missing or extra:
+        raise FitStateError(
+            f"{str(path)!r} is damaged: "
+            + "; ".join(([f"arrays {missing} are missing"] if missing else []) + ([f"arrays {extra} were added"] if extra else []))
+            + "; write it again with save_fit_state"
+        )
+    changed = [name for name, array in arrays.items() if _digest(array) != digests[name]]
+    if changed:
+        raise FitStateError(f"{str(path)!r} is damaged: arrays {changed} do not match their sha256; write it again")
 
 
 def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | None = None):
@@ -173,7 +221,11 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
 
 
 def _saved_device(device: str) -> str:
-    return device if not device.startswith("cuda") or torch.cuda.is_available() else "cpu"
+    """The saved device where torch can use it here, else the CPU."""
+    try:
+        return str(resolve_device(device))
+    except InvalidInputError:
+        return "cpu"
 
 
 def _encoder(saved: dict, arrays: dict) -> TableEncoder:

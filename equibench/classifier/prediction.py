@@ -12,6 +12,10 @@ from torch import nn
 
 from ..devices import resolve_precision
 
+#: ``cache_precision``: "auto" keeps the cache in the dtype it is computed in; a dtype name
+#: stores it in that dtype (bfloat16 and float16 halve float32's memory).
+CACHE_PRECISIONS = ("auto", "float32", "bfloat16", "float16")
+
 
 class EnsemblePrediction:
     """Mixin of the estimators: the prediction plumbing over their fitted attributes
@@ -35,24 +39,45 @@ class EnsemblePrediction:
         y_train = ((self.train_labels_ + transform.spec.class_shift) % n_classes).to(self.device_).unsqueeze(0)
         return x_train, y_train
 
+    def _cache_dtype(self) -> torch.dtype | None:
+        """The dtype ``cache_precision`` stores the cache in; None: as computed (also for
+        classifiers pickled before the parameter existed)."""
+        precision = getattr(self, "cache_precision", "auto")
+        return None if precision == "auto" else getattr(torch, precision)
+
+    def _cache_storage_dtype(self) -> torch.dtype:
+        """The cache's dtype: ``cache_precision``'s, else the inference dtype (an upper bound under autocast)."""
+        return self._cache_dtype() or resolve_precision(self.inference_precision, self.device_)[0]
+
+    def estimate_cache_bytes(self) -> int:
+        """The bytes that ``fit_mode="fit_with_cache"`` keeps for this fitted context (whatever
+        the fit_mode it was fitted with): per member, about 2 x layers x context rows x (1+K)
+        x d_model numbers for EquiTabPFN (2 x blocks x rows x d_model for TabPFN*), in the
+        cache's dtype. fit checks it against ``cache_memory_limit_gb`` before building the cache."""
+        numel = self.model_.context_numel(len(self.train_labels_), len(self.classes_))
+        return len(self.transforms_) * numel * self._cache_storage_dtype().itemsize
+
     def _encode_contexts(self) -> list:
-        """fit_with_cache: each member's train side (keys/values per layer), computed once."""
+        """fit_with_cache: each member's train side (keys/values per layer), computed once and
+        stored in ``cache_precision``'s dtype."""
         model, dtype, autocast = self._network()
         contexts = []
         with torch.inference_mode(), self._mixed_precision(autocast):
             for transform, train_features in zip(self.transforms_, self.train_features_):
                 x_train, y_train = self._member_context(dtype, transform, train_features)
-                contexts.append(model.encode_context(x_train, y_train, len(self.classes_)))
+                context = model.encode_context(x_train, y_train, len(self.classes_))
+                contexts.append(context.to(dtype=self._cache_dtype()))
         return contexts
 
-    def _ensemble_proba(self, values) -> np.ndarray:
-        """The average over members of softmax(logits / softmax_temperature) for the encoded
-        test rows ``values`` (M rows): (M, K), columns in ``classes_`` order."""
+    def _member_outputs(self, values, embed: bool = False):
+        """Per ensemble member, its transform and, for the encoded test rows ``values`` (M rows),
+        on the CPU: its logits (M, K) in float64 and the member's class order, or with ``embed``
+        the decoder's inputs, (M, 1+K, d) for EquiTabPFN and (M, d) for TabPFN*."""
         model, dtype, autocast = self._network()
         if self.fit_mode == "fit_with_cache" and getattr(self, "contexts_", None) is None:
             self.contexts_ = self._encode_contexts()  # after unpickling or load_from_fit_state
         contexts = self.contexts_ if self.fit_mode == "fit_with_cache" else [None] * len(self.transforms_)
-        total = torch.zeros(values.shape[0], len(self.classes_), dtype=torch.float64)
+        n_classes = len(self.classes_)
         for transform, train_features, context in zip(self.transforms_, self.train_features_, contexts):
             test_features = transform.transform(values).to(dtype)  # (M, F)
             train = None if context is not None else self._member_context(dtype, transform, train_features)
@@ -61,16 +86,42 @@ class EnsemblePrediction:
                 for start in range(0, test_features.shape[0], self.batch_size):
                     x_test = test_features[start : start + self.batch_size].to(self.device_).unsqueeze(0)  # (1, m, F)
                     if context is not None:
-                        logits = model.predict_in_context(context, x_test)[0]  # (m, K)
+                        run = model.embed_in_context if embed else model.predict_in_context
+                        out = run(context, x_test)[0]
                     else:
-                        logits = model.forward_chunked(*train, x_test, len(self.classes_))[0]  # (m, K)
-                    chunks.append(torch.softmax(logits.double() / self.softmax_temperature, dim=-1).cpu())
-            # (M, K) in the member's shifted class order -> classes_ order
-            total += torch.roll(torch.cat(chunks), -transform.spec.class_shift, dims=-1)
-        probabilities = (total / len(self.transforms_)).numpy()
-        if not np.isfinite(probabilities).all():
+                        run = model.embed_chunked if embed else model.forward_chunked
+                        out = run(*train, x_test, n_classes)[0]
+                    wide = torch.float64 if not embed or out.dtype == torch.float64 else torch.float32
+                    chunks.append(out.to("cpu", wide))
+            yield transform, torch.cat(chunks)
+
+    def _ensemble(self, values) -> dict[str, np.ndarray]:
+        """For the encoded test rows ``values`` (M rows), each (M, K) in ``classes_`` order:
+        "proba", the average over members of softmax(logits / softmax_temperature); "log_proba",
+        its logarithm computed in log space; "logits", the members' average logits."""
+        proba = log_proba = logits = None
+        for transform, member_logits in self._member_outputs(values):
+            member_logits = torch.roll(member_logits, -transform.spec.class_shift, dims=-1)  # classes_ order
+            scaled = member_logits / self.softmax_temperature
+            member_proba, member_log = torch.softmax(scaled, dim=-1), torch.log_softmax(scaled, dim=-1)
+            if proba is None:
+                proba, log_proba, logits = member_proba, member_log, member_logits
+            else:
+                proba, logits = proba + member_proba, logits + member_logits
+                log_proba = torch.logaddexp(log_proba, member_log)
+        n_members = len(self.transforms_)
+        result = {"proba": (proba / n_members).numpy(), "log_proba": (log_proba - np.log(n_members)).numpy(),
+                  "logits": (logits / n_members).numpy()}
+        broken = ~np.isfinite(result["proba"]).all(axis=1) | np.isnan(result["logits"]).any(axis=1)
+        if broken.any():
             raise FloatingPointError(
-                f"the model produced NaN or infinite probabilities for {int((~np.isfinite(probabilities)).any(axis=1).sum())} "
-                "rows; its weights are not usable (a diverged training?): use another checkpoint"
+                f"the model produced NaN or infinite probabilities for {int(broken.sum())} rows; its weights are not "
+                "usable (a diverged training?): use another checkpoint"
             )
-        return probabilities
+        return result
+
+    def _embeddings(self, values) -> np.ndarray:
+        """The decoder's inputs for the encoded test rows, per member: (n_estimators, M, 1+K, d)
+        for EquiTabPFN (whose members never shift the classes: slot 1+k is ``classes_[k]``),
+        (n_estimators, M, d) for TabPFN* (one token per row, whatever its members' class shifts)."""
+        return torch.stack([embedded for _, embedded in self._member_outputs(values, embed=True)]).numpy()

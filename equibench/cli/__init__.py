@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import __version__
-from . import evaluation, reporting, scoring, training
+from . import conversion, evaluation, reporting, scoring, training
 from .failures import Command, CommandGroup
 from .training import FEATURE_COUNT_NAMES, SCHEDULE_NAMES, SIZE_NAMES
 
@@ -47,6 +47,8 @@ def _root(
 for _command in (
     reporting.info, training.pretrain, training.export, training.curves, evaluation.evaluate, evaluation.download,
     evaluation.methods, evaluation.suites, reporting.equivariance, reporting.report, scoring.score,
+    reporting.boundaries,
+    conversion.convert_official,
 ):
     app.command(cls=Command)(_command)
 prior_app.command("preview", cls=Command)(training.prior_preview)

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from ..errors import InvalidInputError
 from . import output
+from .completion import complete_methods, complete_suite
 from .failures import with_flags
 from .options import JsonOption, int_list
 
@@ -44,15 +45,17 @@ def _method_list(text: str) -> tuple[str, ...]:
 
 def evaluate(
     context: typer.Context,
-    suite: Annotated[str, typer.Option(help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
+    suite: Annotated[str, typer.Option(autocompletion=complete_suite, help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
     out: Annotated[Optional[Path], typer.Option(help="Results directory (default runs/<suite>: the suite's name, or the suite file's name without its extension); rerun with the same one to resume.", show_default=False)] = None,
-    methods: Annotated[str, typer.Option(help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
+    methods: Annotated[str, typer.Option(autocompletion=complete_methods, help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
     ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
     jobs: Annotated[Optional[int], typer.Option(help="Cells run in parallel worker processes on this machine (default: its cores / --threads-per-cell, or 1 with a --device other than cpu; 1 runs them in this process).", show_default=False)] = None,
     scheduler: Annotated[Optional[str], typer.Option(envvar="EQUIBENCH_SCHEDULER", help="Run the cells on a Dask cluster: its scheduler address (tcp://host:8786), a scheduler file (.json), or local:N for N worker processes here. See docs/DISTRIBUTED.md.")] = None,
     openml_cache: Annotated[Optional[Path], typer.Option(help="Your OpenML cache folder, in openml's layout (copied, never modified; fill one with `equibench download`); default $OPENML_CACHE_DIR, else openml's own cache.", show_default=False)] = None,
     tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS. Without, their cells are skipped.")] = None,
+    tabicl_checkpoint: Annotated[Optional[Path], typer.Option(help="TabICL checkpoint file (the tabicl package's format, e.g. tabicl-classifier-v2-20260212.ckpt); default $EQUIBENCH_TABICL_CHECKPOINT. Without, its cells are skipped; never downloaded.", show_default=False)] = None,
+    official_checkpoint: Annotated[Optional[Path], typer.Option(help="The authors' EquiTabPFN checkpoint as `equibench convert-official` wrote it (method equitabpfn-official); default $EQUIBENCH_OFFICIAL_CHECKPOINT. Without, its cells are skipped.", show_default=False)] = None,
     equitabpfn_checkpoint: Annotated[str, typer.Option(help="EquiTabPFN checkpoint file, or `default` (the packaged one).")] = "default",
     tabpfn_star_checkpoint: Annotated[str, typer.Option(help="TabPFN* checkpoint file, or `default`.")] = "default",
     seed: Annotated[int, typer.Option(help="Seed of every method and of the preprocessing.")] = 0,
@@ -78,6 +81,8 @@ def evaluate(
         ensembles=int_list(ensembles, "--ensembles"), seed=seed,
         openml_cache=None if openml_cache is None else str(openml_cache),
         tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
+        tabicl_checkpoint=None if tabicl_checkpoint is None else str(tabicl_checkpoint),
+        official_checkpoint=None if official_checkpoint is None else str(official_checkpoint),
         equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
         threads_per_cell=threads_per_cell,
     )
@@ -190,7 +195,7 @@ def _print_methods(summary, command) -> None:
 
 
 def download(
-    suite: Annotated[Optional[str], typer.Option(help="gt10, le10 or a suite file (.toml/.yaml); its OpenML tasks are fetched (demo tasks need none).")] = None,
+    suite: Annotated[Optional[str], typer.Option(autocompletion=complete_suite, help="gt10, le10 or a suite file (.toml/.yaml); its OpenML tasks are fetched (demo tasks need none).")] = None,
     cache: Annotated[Optional[Path], typer.Option(help="The OpenML cache to fill (created if missing); give it to `evaluate --openml-cache` later.")] = None,
     tasks: Annotated[Optional[str], typer.Option(help="Only these OpenML task ids, e.g. 5,7,41 (of the suite, if one is given).")] = None,
     verify: Annotated[Optional[Path], typer.Option(help="Check this cache offline instead (files parse, 10 folds cover every row once, classes); the tasks of --suite/--tasks, default all it holds.")] = None,
@@ -251,6 +256,7 @@ def methods_data() -> list[dict]:
             "method": spec.name, "label": spec.label, "variants": "ensemble sizes" if spec.ensembles else "default",
             "ready": not missing, "install": f"pip install \"{spec.requires.pip}\"" if missing else None,
             "needs_weights": spec.needs_weights,
+            "weights_option": "--" + spec.settings.weights_option.replace("_", "-") if spec.needs_weights else None,
         })
     return rows
 
@@ -265,7 +271,7 @@ def methods(as_json: JsonOption = False) -> None:
     for row in rows:
         status = f"[yellow]needs {escape(row['install'])}[/yellow]" if row["install"] else "[green]ready[/green]"
         if row["needs_weights"]:
-            status += " (and --tabpfn-weights)"
+            status += f" (and {row['weights_option']})"
         table.add_row(row["method"], row["label"], row["variants"], status)
     output.console.print(table)
 

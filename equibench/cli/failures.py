@@ -47,10 +47,12 @@ def message(error: Exception) -> str:
 
 def with_flags(text: str, command) -> str:
     """``text`` with the library parameters that are options of ``command`` written as its
-    flags: ``name_with_underscores`` anywhere (``name=True`` as the bare flag), ``name=True``
-    and ``name=False`` of a flag anywhere ("pass resume=True" -> "pass --resume", "--no-resume"
-    where the flag has that form), a one-word name only where it opens the message ("jobs must
-    be ..." -> "--jobs must be ..."). ``command`` is the (click) command that ran, or None."""
+    flags: ``name=True`` and ``name=False`` of a flag anywhere ("pass resume=True" -> "pass
+    --resume", "--no-resume" where the flag has that form), ``name=value`` of any option
+    anywhere (Python's quotes dropped: "device='cpu'" -> "--device=cpu"), a config field
+    (``PriorConfig.max_classes`` -> ``--max-classes``), ``name_with_underscores`` anywhere, and a
+    one-word name only where it opens the message ("jobs must be ..." -> "--jobs must be ...").
+    ``command`` is the (click) command that ran, or None."""
     if command is None:
         return text
     options = [option for option in command.params if isinstance(option, TyperOption)]
@@ -62,10 +64,16 @@ def with_flags(text: str, command) -> str:
         names = "|".join(re.escape(name) for name in sorted(switches, key=len, reverse=True))
         text = re.sub(rf"(?<![\w./\\-])({names})=(True|False)\b",
                       lambda match: switches[match.group(1)][match.group(2) == "False"] or match.group(), text)
+    if not flags:
+        return text
+    every = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True))
+    text = re.sub(rf"(?<![\w./\\-])({every})=(?:'([^'\s]*)'|\"([^\"\s]*)\"|(?=[\w.:/-]))",
+                  lambda match: f"{flags[match.group(1)]}={match.group(2) or match.group(3) or ''}", text)
+    text = re.sub(rf"\b[A-Z]\w*Config\.({every})\b(?![\w/\\-]|\.\w)", lambda match: flags[match.group(1)], text)
     names = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True) if "_" in name)
     if names:
-        # not inside a path or a longer name ("ModelConfig.n_heads", "runs/nan_prob/model.pt")
-        text = re.sub(rf"(?<![\w./\\-])({names})(?![\w/\\-]|\.\w)(=True\b)?", lambda match: flags[match.group(1)], text)
+        # not inside a path or a longer name ("Model.n_heads", "runs/nan_prob/model.pt")
+        text = re.sub(rf"(?<![\w./\\-])({names})(?![\w/\\-]|\.\w)", lambda match: flags[match.group(1)], text)
     first = re.match(r"\w+\b", text)
     if first and first.group() in flags and "_" not in first.group():
         text = flags[first.group()] + text[first.end():]

@@ -27,12 +27,16 @@ def equivariance(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("results/equivariance"),
     toy: Annotated[bool, typer.Option("--toy/--no-toy", help="Also draw the 9-point 3x3-grid illustration.")] = True,
     toy_grid: Annotated[int, typer.Option(help="Points per side of the toy's prediction grid.")] = 150,
+    toy_methods: Annotated[str, typer.Option(help="Methods of `equibench methods` also drawn in the toy, one member each (the paper's TabPFN and TabPFN-v2 by default); those that cannot run here are named in the notes; empty for none.")] = "tabpfn-v1,tabpfn-v2",
+    tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights, for the toy; default $EQUIBENCH_TABPFN_WEIGHTS.", show_default=False)] = None,
+    tabicl_checkpoint: Annotated[Optional[Path], typer.Option(help="TabICL checkpoint file, for the toy; default $EQUIBENCH_TABICL_CHECKPOINT.", show_default=False)] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
 ) -> None:
     """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..baselines.settings import MethodOptions
     from ..equivariance import EquivarianceConfig, run_equivariance
 
     bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint, K)"),
@@ -53,7 +57,10 @@ def equivariance(
     try:
         frame = run_equivariance(
             config, out, toy=toy, toy_grid=toy_grid, log=lambda line: bar.console.print(line, highlight=False),
-            progress=advance,
+            progress=advance, toy_methods=tuple(filter(None, (name.strip() for name in toy_methods.split(",")))),
+            options=MethodOptions(tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
+                                  tabicl_checkpoint=None if tabicl_checkpoint is None else str(tabicl_checkpoint),
+                                  device=device),
         )
     finally:
         if bar.live.is_started:
@@ -66,6 +73,58 @@ def equivariance(
     for note in frame.attrs["notes"]:
         output.console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
     output.console.print(f"results in {out}/ (README.md lists the files)")
+
+
+def boundaries(
+    out: Annotated[Path, typer.Option(help="Output directory (decision-boundaries.png/.pdf/.csv).")] = Path("runs/boundaries"),
+    methods: Annotated[Optional[str], typer.Option(help="Comma-separated methods (see `equibench methods`). Default: equitabpfn, tabpfn-star, tabpfn-v1, tabpfn-v2, tabicl, knn, linear-model, random-forest, xgboost. Those that cannot run here are named, with why, in the caption.", show_default=False)] = None,
+    samples: Annotated[int, typer.Option(help="Points per dataset (60% train, 40% test).")] = 100,
+    grid: Annotated[int, typer.Option(help="Prediction points per side of each panel.")] = 50,
+    seed: Annotated[int, typer.Option(help="Seeds the datasets, their splits and the methods.")] = 0,
+    tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS.", show_default=False)] = None,
+    tabicl_checkpoint: Annotated[Optional[Path], typer.Option(help="TabICL checkpoint file; default $EQUIBENCH_TABICL_CHECKPOINT.", show_default=False)] = None,
+    equitabpfn_checkpoint: Annotated[str, typer.Option(help="EquiTabPFN checkpoint file, or `default` (the packaged one).")] = "default",
+    tabpfn_star_checkpoint: Annotated[str, typer.Option(help="TabPFN* checkpoint file, or `default`.")] = "default",
+    device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
+    progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
+) -> None:
+    """Binary decision boundaries of several methods on 3 two-dimensional datasets (moons, circles, linearly separable), the PFNs with one member."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..baselines.settings import MethodOptions
+    from ..boundaries import BoundaryConfig, caption, run_boundaries
+
+    config = BoundaryConfig(
+        **({} if methods is None else {"methods": tuple(filter(None, (name.strip() for name in methods.split(","))))}),
+        samples=samples, grid=grid, seed=seed,
+        options=MethodOptions(
+            tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
+            tabicl_checkpoint=None if tabicl_checkpoint is None else str(tabicl_checkpoint),
+            equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
+        ),
+    )
+    bar = Progress(TextColumn("[bold]boundaries"), BarColumn(), MofNCompleteColumn(), TextColumn("(method, dataset)"),
+                   TimeElapsedColumn(), console=output.errors, disable=not progress)
+    task = bar.add_task("boundaries", total=None)
+
+    def advance(done: int, total: int) -> None:
+        if not bar.live.is_started:  # started once the checkpoints resolved: a bad input stays one error line
+            bar.start()
+        bar.update(task, completed=done, total=total)
+
+    try:
+        result, files = run_boundaries(config, out, progress=advance)
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    frame = result.table()
+    table = output.table("dataset", *frame.label.unique(), title="test accuracy")
+    for dataset, rows in frame.groupby("dataset", sort=False):
+        table.add_row(dataset, *(f"{value:.3f}" if status == "ok" else "skipped"
+                                 for value, status in zip(rows.accuracy, rows.status)))
+    output.console.print(table)
+    output.console.print(escape(caption(result)), highlight=False)
+    output.console.print("wrote " + ", ".join(escape(str(path)) for path in files), highlight=False, soft_wrap=True)
 
 
 #: Where ``report`` looks for results when --results is not given (relative to the current
@@ -160,6 +219,8 @@ def info_data() -> dict:
 
     if torch.cuda.is_available():
         device = {"type": "cuda", "name": torch.cuda.get_device_name(0)}
+    elif torch.backends.mps.is_available():
+        device = {"type": "mps", "name": "Apple MPS"}
     else:
         device = {"type": "cpu", "threads": torch.get_num_threads()}
     checkpoints = []
@@ -221,8 +282,8 @@ def info(
         hardware = _print_checkpoints(data["checkpoints"], verbose)
     output.console.print(f"[bold]equibench[/bold] {__version__}; python {data['python']}, torch {data['torch']}")
     device = data["device"]
-    if device["type"] == "cuda":
-        output.console.print(f"device: cuda ({device['name']})")
+    if device["type"] in ("cuda", "mps"):
+        output.console.print(f"device: {device['type']} ({device['name']})")
     else:
         threads = device["threads"]
         output.console.print(f"device: cpu ({threads} thread{'' if threads == 1 else 's'}); no CUDA device")

@@ -226,6 +226,7 @@ def pretrain(
             outcome = run_pretraining(
                 config, prior, out, resume=resume, progress=progress,
                 time_limit_s=None if time_limit is None else 60 * time_limit, overwrite=overwrite, stop=stop,
+                console=output.errors,
             )
     except KeyboardInterrupt:
         output.errors.print(f"[yellow]interrupted:[/yellow] {_after_interrupt(out)}", highlight=False)

@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..baselines.registry import method_spec
+from ..baselines.settings import MethodOptions
 from ..errors import InvalidInputError
 from ..model import load_checkpoint
 from ..model.checkpoint import packaged_checkpoint_dir
 from ..tables import markdown_table
 from .experiment import ARCH_LABELS, TRAIN_FRACTION, EquivarianceConfig, measure_equivariance
 from .figures import PAPER_TABPFN, PAPER_TABPFN_K10_E16, plot_equivariance_gap, plot_nine_point_toy
-from .toy import TOY_ORDERINGS, differs_from_identity, nine_point_toy, toy_models
+from .toy import TOY_ORDERINGS, differs_from_identity, method_toy, nine_point_toy, toy_models
 
 
 def _percent(mean: float, sem: float) -> str:
@@ -91,11 +93,16 @@ def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, s
 
 def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, toy_grid: int = 150,
                      log: Callable[[str], None] = lambda _: None,
-                     progress: Callable[[int, int], None] = lambda done, total: None) -> pd.DataFrame:
+                     progress: Callable[[int, int], None] = lambda done, total: None,
+                     toy_methods: tuple[str, ...] = (), options: MethodOptions | None = None) -> pd.DataFrame:
     """Measure, then write equivariance.csv/.md, equivariance-gap.png/.pdf,
-    nine-point-toy.png/.pdf (unless ``toy`` is False) and README.md into ``out``."""
+    nine-point-toy.png/.pdf (unless ``toy`` is False) and README.md into ``out``. The toy also
+    has a row per method of ``toy_methods`` (registry names, e.g. ``tabpfn-v1``, run with
+    ``options``' weights) that can run here; the others are named, with why, in the notes."""
     if toy_grid < 2:
         raise InvalidInputError(f"toy_grid needs at least 2 points per side, got {toy_grid}")
+    for name in toy_methods:
+        method_spec(name)
     for path in config.checkpoints:
         load_checkpoint(path)  # fail on a bad file before any work
     started = time.perf_counter()
@@ -109,6 +116,10 @@ def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, to
     differs = None
     if toy:
         predictions = nine_point_toy(toy_models(config.checkpoints), toy_grid, config.device, config.seed)
+        external, skipped = method_toy(toy_methods, options or MethodOptions(device=config.device), toy_grid,
+                                       config.seed)
+        predictions.update(external)
+        frame.attrs["notes"] += [f"9-point toy: {label} not drawn ({reason})" for label, reason in skipped.items()]
         plot_nine_point_toy(predictions, out / "nine-point-toy")
         differs = differs_from_identity(predictions)
     (out / "README.md").write_text(_readme(config, frame, differs, time.perf_counter() - started))

@@ -9,7 +9,10 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
+from ..baselines.registry import method_spec
+from ..baselines.settings import MethodOptions
 from ..classifier import classifier_for
+from ..errors import MethodUnavailableError
 from ..model import load_checkpoint
 from .experiment import ARCH_LABELS, checkpoint_labels
 
@@ -43,6 +46,34 @@ def toy_predictions(model: nn.Module, grid: int, ordering: tuple[int, ...], devi
     relabel = np.asarray(ordering)
     predicted = classifier.fit(x_train, relabel[y_train]).predict(mesh)  # labels 0..8 (classes_ sorted)
     return np.argsort(relabel)[predicted].reshape(grid, grid)
+
+
+def method_toy_predictions(name: str, options: MethodOptions, grid: int, ordering: tuple[int, ...],
+                           seed: int = 0) -> np.ndarray:
+    """Like :func:`toy_predictions` for a method of the registry (e.g. TabPFN v1/v2 with the
+    user's weights), one member; a MethodUnavailableError when it cannot run here."""
+    spec = method_spec(name)
+    settings = spec.implementation().prepare(spec.settings.from_options(options)).variants((1,))[0]
+    x_train, y_train, mesh = toy_problem(grid)
+    relabel = np.asarray(ordering)
+    method = spec.implementation()(9, seed, settings).fit(x_train.astype(np.float32), relabel[y_train])
+    predicted = method.predict_proba(mesh.astype(np.float32)).argmax(axis=1)  # labels 0..8
+    return np.argsort(relabel)[predicted].reshape(grid, grid)
+
+
+def method_toy(methods: tuple[str, ...], options: MethodOptions, grid: int = 150,
+               seed: int = 0) -> tuple[dict[str, list[np.ndarray]], dict[str, str]]:
+    """Per method of the registry that can run here, by its label, its predictions under each
+    of ``TOY_ORDERINGS``; and, by label, why each of the others cannot."""
+    predictions, skipped = {}, {}
+    for name in methods:
+        label = method_spec(name).label
+        try:
+            predictions[label] = [method_toy_predictions(name, options, grid, ordering, seed)
+                                  for ordering in TOY_ORDERINGS.values()]
+        except MethodUnavailableError as error:
+            skipped[label] = str(error)
+    return predictions, skipped
 
 
 def toy_models(checkpoints: tuple[Path, ...]) -> dict[str, nn.Module]:

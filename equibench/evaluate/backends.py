@@ -72,8 +72,11 @@ class SerialExecutor(futures.Executor):
 
 
 def available_cores() -> int:
-    """CPU cores this process may use (its affinity mask where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """CPU cores this process may use: joblib's count, which respects the affinity mask and a
+    container's CPU quota (cgroups), unlike ``os.cpu_count()``."""
+    import joblib
+
+    return joblib.cpu_count()
 
 
 def default_jobs(threads_per_cell: int = 1) -> int:

@@ -123,6 +123,7 @@ def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellO
         started = time.perf_counter()
         method.fit(data["X_train"], data["y_train"], data["X_val"], data["y_val"])
         row["time_fit_s"] = time.perf_counter() - started
+        row.update(method.provenance())
         started = time.perf_counter()
         proba = method.predict_proba(data["X_test"])  # (n_test, K)
         row["time_predict_s"] = time.perf_counter() - started

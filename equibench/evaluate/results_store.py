@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import time
@@ -36,8 +37,15 @@ COLUMNS = [
 ]
 FINISHED = ("ok", "skipped")  # failed cells are run again by the next invocation
 REQUIRED_KEYS = ("suite", "task_id", "fold", "method", "variant", "status")
+STATUSES = ("ok", "skipped", "failed")
+TEXT_KEYS = ("suite", "task_id", "method", "variant", "dataset", "reason", "proba_file", "traceback_file",
+             "proba_sha256")
+NUMBER_KEYS = ("accuracy", "auc", "f1", "log_loss", "time_fit_s", "time_predict_s", "n_train", "n_val", "n_test",
+               "n_features", "n_features_used", "n_classes", "seed", "threads")
+OK_NUMBERS = ("accuracy", "time_fit_s", "time_predict_s")  # what every ok cell has, finite
 #: folder -> the names of the files the store writes there (temporary copies: ".<name>.XXXXXXXX.tmp")
-_OWN_FILES = {"": r"results\.csv|manifest\.json", "cells": r".+\.json", "probas": r".+\.npz", "tracebacks": r".+\.txt"}
+_OWN_FILES = {"": r"results\.csv|manifest\.json", "cells": r"[^.].*\.json", "probas": r".+\.npz",
+              "tracebacks": r".+\.txt"}
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
 
 
@@ -135,7 +143,40 @@ def read_cell(path: Path) -> dict:
     missing = [key for key in REQUIRED_KEYS if key not in row]
     if missing:
         raise InvalidInputError(f"cell file {str(path)!r} lacks the keys {', '.join(missing)}")
+    problem = _field_problem(row)
+    if problem:
+        raise InvalidInputError(f"cell file {str(path)!r} {problem}")
     return row
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _field_problem(row: dict) -> str | None:
+    """What is wrong with the types of a cell row's fields (a damaged or hand-edited file), or None."""
+    for key in TEXT_KEYS:
+        if key in row and not isinstance(row[key], str) and not (key == "reason" and row[key] is None):
+            return f"has {key} {row[key]!r}, not text"
+    if not isinstance(row["fold"], int) or isinstance(row["fold"], bool) or row["fold"] < 0:
+        return f"has fold {row['fold']!r}, not a fold number"
+    if row["status"] not in STATUSES:
+        return f"has the status {row['status']!r}, not one of {', '.join(STATUSES)}"
+    for key in NUMBER_KEYS:
+        value = row.get(key)
+        if value is not None and (not _is_number(value) or math.isinf(value)):
+            return f"has {key} {value!r}, not a finite number"
+    if row["status"] == "ok":
+        for key in OK_NUMBERS:
+            if not _is_number(row.get(key)) or math.isnan(row[key]):
+                return f"is an ok cell without a finite {key} (it has {row.get(key)!r})"
+    return None
+
+
+def cell_files(root: Path) -> list[Path]:
+    """The cell files of the store in ``root`` (``cells/<key>.json``; a key never starts with a
+    dot, so other tools' hidden files there, such as a report's records, are not cells)."""
+    return sorted(path for path in (root / "cells").glob("*.json") if not path.name.startswith("."))
 
 
 def _proba_damage(root: Path, row: dict) -> str | None:
@@ -157,7 +198,7 @@ def _proba_damage(root: Path, row: dict) -> str | None:
 def read_cells(root: Path) -> tuple[dict[str, dict], dict[str, str]]:
     """(key -> row of every intact cell, key -> why a damaged cell is unusable)."""
     rows, damaged = {}, {}
-    for path in sorted((root / "cells").glob("*.json")):
+    for path in cell_files(root):
         try:
             row = read_cell(path)
         except ValueError as error:

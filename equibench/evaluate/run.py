@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import dataclasses
+import numbers
 import os
 import shlex
 import shutil
@@ -28,7 +29,7 @@ from ..baselines.registry import METHODS, method_spec
 from ..baselines.settings import MethodOptions, Settings
 from ..errors import InvalidInputError, TaskUnavailableError
 from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
-from ..tasks.cache_check import missing_tasks_message
+from ..tasks.cache_check import cache_gap_messages
 from ..tasks.openml import TaskNotCachedError, is_cached, working_cache
 from ..tasks.suites import Suite, load_suite, load_task
 from ..tasks.user_data import PREFIX as FILE_PREFIX
@@ -59,6 +60,10 @@ class EvaluateConfig(MethodOptions):
     threads_per_cell: int = 1  # torch and BLAS threads of every cell, whatever the backend
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "methods", _as_tuple(self.methods, "methods", str))
+        object.__setattr__(self, "ensembles", _as_tuple(self.ensembles, "ensembles", numbers.Integral))
+        if self.folds is not None:
+            object.__setattr__(self, "folds", _as_tuple(self.folds, "folds", numbers.Integral))
         super().__post_init__()
         if not self.methods:
             raise InvalidInputError("no methods selected; choose from " + ", ".join(METHODS))
@@ -73,6 +78,16 @@ class EvaluateConfig(MethodOptions):
 
     def resolved_openml_cache(self) -> str | None:
         return self.openml_cache or os.environ.get("OPENML_CACHE_DIR") or None
+
+
+def _as_tuple(value, name: str, kind: type) -> tuple:
+    """``value`` as a tuple of ``kind`` values: one value (``methods="knn"``, ``folds=0``) is a
+    tuple of one; anything else than such values is refused, naming ``name``."""
+    values = (value,) if isinstance(value, kind) else tuple(value) if isinstance(value, (list, tuple, range)) else None
+    if values is None or not all(isinstance(item, kind) and not isinstance(item, bool) for item in values):
+        what = "a method name" if kind is str else "an integer"
+        raise InvalidInputError(f"{name} must be {what} or a list of them, got {value!r}")
+    return tuple(int(item) for item in values) if kind is not str else values
 
 
 def prepared_settings(options: MethodOptions) -> dict[str, Settings]:
@@ -139,7 +154,8 @@ def plan_cells(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskInfo],
         info = infos[task_id]
         folds = config.folds if config.folds is not None else range(info.n_folds or 10)
         if info.error is None and info.missing is None and any(fold >= info.n_folds for fold in folds):
-            raise InvalidInputError(f"task {task_id} has folds 0..{info.n_folds - 1}; folds asks for {list(folds)}")
+            raise InvalidInputError(f"task {task_id} has folds 0..{info.n_folds - 1}, not all of the folds asked for "
+                                    f"({', '.join(map(str, folds))}); choose folds among them")
         for fold in folds:
             for name in config.methods:
                 cells.extend(Cell(suite.name, task_id, fold, name, variant) for variant in variants[name])
@@ -316,10 +332,10 @@ def _missing_groups(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskI
 
 
 def _warn_of_cache_gaps(config: EvaluateConfig, console: Console) -> None:
-    """Name the OpenML tasks the given cache lacks before any task loads or cell runs (unless
-    it holds none: then the run's end, or its refusal, says so once)."""
-    message = missing_tasks_message(load_suite(config.suite), config.resolved_openml_cache(), when_some_held=True)
-    if message:
+    """Name the OpenML tasks the given cache lacks (unless it holds none: then the run's end, or
+    its refusal, says so once) and those it holds damaged files of, before any task loads or
+    cell runs."""
+    for message in cache_gap_messages(load_suite(config.suite), config.resolved_openml_cache(), when_some_held=True):
         console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
 
 
@@ -403,7 +419,9 @@ def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "f
     naming it is written, so the run can be resumed (call again) and reported
     (``equibench report --results out``). ``fold_column`` names a column of test folds;
     ``options`` go to :class:`EvaluateConfig` (``methods``, ``folds``, ``ensembles``,
-    ``seed``, ``device``, ...).
+    ``seed``, ``device``, ...; ``methods="knn"`` and ``folds=0`` are one method, one fold).
+    A frame with a column name twice, missing labels, labels of several types or one class
+    is refused; an object column of mixed types is stored as the classifiers read it.
 
     Returns an :class:`EvaluateSummary`: its repr is one line (cells, ok/skipped/failed,
     methods, folder); ``summary.methods()`` gives per method the counts and mean accuracy,

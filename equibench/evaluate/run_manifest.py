@@ -22,7 +22,7 @@ from ..machine import cpu_name
 
 MANIFEST = "manifest.json"
 _PACKAGES = ("equibench", "torch", "numpy", "pandas", "scikit-learn", "openml", "xgboost-cpu", "xgboost",
-             "rtdl-revisiting-models", "pytorch-tabnet", "tabpfn")
+             "rtdl-revisiting-models", "pytorch-tabnet", "tabpfn", "tabicl")
 
 
 def read_manifest(path: Path) -> dict:

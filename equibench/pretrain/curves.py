@@ -13,6 +13,9 @@ from ..errors import InvalidInputError
 from ..figures import save_image
 from .run_dir import CONFIG_FILE, LOG_FILE
 
+#: The validation record's equivariance error (see ``validation.prior_metrics``).
+EQUIVARIANCE_ERROR = "prior_equivariance_error"
+
 
 def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(step records, validation records) of a run directory."""
@@ -87,9 +90,10 @@ def run_labels(run_dirs: list[str | os.PathLike]) -> dict[str, Path]:
 
 def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.PathLike, smoothing: int = 50) -> Path:
     """One figure: training loss (moving average over ``smoothing`` steps) and validation
-    prior loss vs step, and validation accuracies (prior and bundled datasets) vs step. A run
-    that continued another (``init_from``) is drawn from the start of the first, with a
-    dotted line where it took over."""
+    prior loss vs step, validation accuracies (prior and bundled datasets) vs step and, when a
+    run logged it, the equivariance error observed while training (% of prior test rows whose
+    predicted class changes when the classes are permuted). A run that continued another
+    (``init_from``) is drawn from the start of the first, with a dotted line where it took over."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -98,16 +102,21 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
         raise InvalidInputError(f"out_path {str(out_path)!r} has no image file extension; use .png, .pdf or .svg")
     if Path(out_path).is_dir():
         raise InvalidInputError(f"out_path {str(out_path)!r} is a folder; pass an image file path such as curves.png")
-    figure = Figure(figsize=(13, 4.5), layout="constrained")
-    loss_axes, prior_axes, bundled_axes = figure.subplots(1, 3)
+    lineages = {label: read_lineage(run_dir) for label, run_dir in runs.items()}
+    equivariance = any(EQUIVARIANCE_ERROR in validations for _, validations, _ in lineages.values())
+    figure = Figure(figsize=(17.5 if equivariance else 13, 4.5), layout="constrained")
+    panels = list(figure.subplots(1, 4 if equivariance else 3))
+    loss_axes, prior_axes, bundled_axes = panels[:3]
     colours = {label: f"C{index}" for index, label in enumerate(runs)}  # matplotlib's colour cycle
     bundled_styles = ["-", "--", ":", "-."]
-    for label, run_dir in runs.items():
-        steps, validations, starts = read_lineage(run_dir)
+    for label, (steps, validations, starts) in lineages.items():
         colour = colours[label]
         for start in starts:
-            for axes in (loss_axes, prior_axes, bundled_axes):
+            for axes in panels:
                 axes.axvline(start, color=colour, linestyle=":", linewidth=1)
+        if EQUIVARIANCE_ERROR in validations:
+            logged = validations.dropna(subset=[EQUIVARIANCE_ERROR])
+            panels[3].plot(logged["step"], 100 * logged[EQUIVARIANCE_ERROR], "o-", color=colour, label=label)
         smoothed = steps["loss"].rolling(smoothing, min_periods=1).mean()
         loss_axes.plot(steps["step"], smoothed, color=colour, label=f"{label} train (avg {smoothing} steps)")
         if "prior_loss" in validations:
@@ -121,7 +130,10 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
     loss_axes.set(xlabel="optimizer step", ylabel="cross-entropy (nats)", title="loss on prior test rows")
     prior_axes.set(xlabel="optimizer step", ylabel="accuracy (%)", title="validation: held-out prior datasets")
     bundled_axes.set(xlabel="optimizer step", ylabel="accuracy (%)", title="validation: bundled datasets (5-fold CV)")
-    for axes in (loss_axes, prior_axes, bundled_axes):
+    if equivariance:
+        panels[3].set(xlabel="optimizer step", ylabel="arg-max changes (% of test rows)",
+                      title="equivariance error while training (classes permuted)")
+    for axes in panels:
         axes.grid(alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize=7)

@@ -57,12 +57,14 @@ def pretrain(
     time_limit_s: float | None = None,
     overwrite: bool = False,
     stop: threading.Event | None = None,
+    console: Console | None = None,
 ) -> PretrainOutcome:
     """Train (or resume) a model on the prior, in the run folder ``out_dir`` (``run_dir``).
 
     ``time_limit_s`` stops this invocation early, checkpointed, before a step would end past
     the limit (at the mean pace of its steps so far); so does setting ``stop`` (e.g. from a
-    signal handler), after the step in flight; ``resume=True`` continues exactly.
+    signal handler), after the step in flight; ``resume=True`` continues exactly. The progress
+    bar goes to ``console`` (default: a new one on stderr).
     With ``config.init_from`` the run starts from that checkpoint's weights (fresh optimizer
     and schedule); the model card then counts steps, datasets and time over both runs and
     keeps the earlier run's command under ``training["initialised_from"]``.
@@ -78,12 +80,13 @@ def pretrain(
     ddp = Distributed(device)
     lock = run_dir.locked(out_dir, RUN_IN_USE) if ddp.is_main else nullcontext()
     with lock:  # the process that writes holds the folder until it stops
-        return _pretrain(config, prior, out_dir, ddp, device, resume, progress, time_limit_s, overwrite, stop)
+        return _pretrain(config, prior, out_dir, ddp, device, resume, progress, time_limit_s, overwrite, stop,
+                         console or Console(stderr=True))
 
 
 def _pretrain(config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distributed, device: torch.device,
               resume: bool, progress: bool, time_limit_s: float | None, overwrite: bool,
-              stop: threading.Event | None) -> PretrainOutcome:
+              stop: threading.Event | None, console: Console) -> PretrainOutcome:
     description = describe_run(config, prior, ddp.world_size)
     state = _resumable_state(out_dir, description, config) if resume else None
     if state is None and ddp.is_main:  # alone: another rank could see files rank 0 has just written
@@ -110,7 +113,7 @@ def _pretrain(config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distr
         run_dir.start(out_dir, description, None if state is None else run.counters.step)
     autocast = torch.autocast(device_type=ddp.device.type, dtype=torch.bfloat16) if run.amp else nullcontext()
     batches = prior_batches(prior, config, generator, ddp.device, run.counters.step + 1)
-    with run.progress_bar(enabled=progress and ddp.is_main), closing(batches):
+    with run.progress_bar(console, enabled=progress and ddp.is_main), closing(batches):
         run.start()
         train(model, optimizer, scheduler, batches, config, run.counters, run.on_step, ddp, autocast)
     ddp.barrier()
@@ -187,15 +190,15 @@ class _Run:
         self.metrics = state["metrics"]
         self.hardware_history = state.get("hardware_history") or hardware_history.unrecorded(state["step"])
 
-    def progress_bar(self, enabled: bool) -> Progress:
-        """A progress bar on stderr (stdout stays for results), shown by :meth:`on_step`."""
+    def progress_bar(self, console: Console, enabled: bool) -> Progress:
+        """A progress bar on ``console`` (stderr: stdout stays for results), shown by :meth:`on_step`."""
         columns = [
             TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
             TextColumn("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  "
                        "{task.fields[rate]:.1f} datasets/s  prior {task.fields[prior_share]:.0%}"),
             TimeElapsedColumn(), TimeRemainingColumn(),
         ]
-        self.bar = Progress(*columns, console=Console(stderr=True), disable=not enabled)
+        self.bar = Progress(*columns, console=console, disable=not enabled)
         self.task = self.bar.add_task(
             f"{self.config.arch}-{self.config.size}", total=self.config.steps, completed=self.counters.step,
             loss=float("nan"), lr=current_lr(self.optimizer, self.scheduler), rate=0.0, prior_share=0.0,
@@ -254,7 +257,8 @@ class _Run:
         if not all(torch.isfinite(tensor).all() for tensor in self.model.state_dict().values()):
             raise NonFiniteLossError(
                 f"step {step}: the weights are no longer finite (training diverged); nothing was written, the last "
-                f"checkpoint in {str(self.out_dir)!r} is kept: lower lr (now {self.config.lr:g}) and start a new out_dir"
+                f"checkpoint in {str(self.out_dir)!r} is kept: lower the learning rate (now lr={self.config.lr:g}) and "
+                "start a new out_dir"
             )
         counters, card = self.counters, self._card(step)
         state = {

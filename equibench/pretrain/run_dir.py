@@ -76,7 +76,8 @@ def load_state(out_dir: Path) -> dict:
     """The saved training state of the run in ``out_dir`` (to resume it)."""
     path = out_dir / STATE_FILE
     if not path.exists():
-        raise FileNotFoundError(f"resume=True was given but {str(path)!r} does not exist; start with resume=False")
+        raise FileNotFoundError(f"resume=True was given but {str(path)!r} does not exist, so there is no run to "
+                                "continue; leave out resume=True to start one")
     try:
         state = state_file.read(path)
         if not isinstance(state, dict) or "run" not in state:

@@ -12,6 +12,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_score
 from torch import nn
 
 from ..classifier import classifier_for
+from ..equivariance.metric import compare_log_probs, unpermute
 from ..prior import PriorBatch, PriorConfig, sample_batch
 from .loss import forward_batch, masked_test_loss
 from .optim import evaluation_weights
@@ -34,18 +35,45 @@ def validation_prior_batches(config: PriorConfig, n_batches: int, batch_size: in
     return [sample_batch(config, batch_size, generator, "cpu").to(device) for _ in range(n_batches)]
 
 
+def class_permutations(batch: PriorBatch, index: int) -> torch.Tensor:
+    """One fixed non-identity permutation of the batch's classes per dataset, (B, K): the same
+    for every run and step (seeded by the validation seed and the batch's ``index``)."""
+    generator = torch.Generator().manual_seed(VALIDATION_PRIOR_SEED + index)
+    size, identity = (len(batch.y), batch.n_classes), torch.arange(batch.n_classes)
+    permutations = torch.rand(size, generator=generator).argsort(dim=1)
+    while bool((redraw := (permutations == identity).all(dim=1)).any()):
+        permutations[redraw] = torch.rand(int(redraw.sum()), batch.n_classes, generator=generator).argsort(dim=1)
+    return permutations.to(batch.y.device)
+
+
+def argmax_changes(model: nn.Module, batch: PriorBatch, logits: torch.Tensor, permutations: torch.Tensor) -> torch.Tensor:
+    """Per dataset, the share of test rows whose predicted class changes when the training
+    labels are relabelled by ``permutations`` (the equivariance experiment's metric)."""
+    # logits: (B, M, K) on the original labels, permutations: (B, K) -> (B,)
+    n = batch.n_train
+    relabelled = permutations.gather(1, batch.y[:, :n])  # (B, N)
+    mapped_back = unpermute(model(batch.x[:, :n], relabelled, batch.x[:, n:], batch.n_classes), permutations[:, None, :])
+    changes, _ = compare_log_probs(torch.log_softmax(logits.double(), -1), torch.log_softmax(mapped_back.double(), -1))
+    return changes
+
+
 @torch.no_grad()
 def prior_metrics(model: nn.Module, batches: list[PriorBatch]) -> dict[str, float]:
-    """Loss and accuracy on the test rows of fixed prior batches (masked datasets left out)."""
-    losses, correct, total = [], 0.0, 0.0
-    for batch in batches:
+    """Loss, accuracy and equivariance error (share of test rows whose predicted class changes
+    when the classes are permuted) on the test rows of fixed prior batches (masked datasets
+    left out)."""
+    losses, correct, changed, total = [], 0.0, 0.0, 0.0
+    for index, batch in enumerate(batches):
         logits = forward_batch(model, batch)
         y_test = batch.y[:, batch.n_train :]
         losses.append(masked_test_loss(logits, y_test, batch.loss_mask).item())
         hits = (logits.argmax(-1) == y_test).float().mean(dim=1)  # (B,)
         correct += (hits * batch.loss_mask).sum().item()
+        changes = argmax_changes(model, batch, logits, class_permutations(batch, index))  # (B,)
+        changed += (changes * batch.loss_mask).sum().item()
         total += batch.loss_mask.sum().item()
-    return {"prior_loss": float(np.mean(losses)), "prior_accuracy": correct / max(total, 1.0)}
+    return {"prior_loss": float(np.mean(losses)), "prior_accuracy": correct / max(total, 1.0),
+            "prior_equivariance_error": changed / max(total, 1.0)}
 
 
 def bundled_accuracy(

@@ -23,13 +23,14 @@ import pandas as pd
 
 from ..atomic_files import atomic_write_text
 from ..errors import InvalidInputError
-from ..evaluate.results_store import read_cells, results_table
+from ..evaluate.results_store import cell_files, read_cells, results_table
 from ..outdir_lock import locked_folder
 from ..tables import markdown_escape, write_table
 from . import figures, tables
 
 REQUIRED_COLUMNS = ["suite", "task_id", "fold", "method", "variant", "status", "reason", "accuracy", "auc", "f1",
                     "time_fit_s", "time_predict_s"]
+NUMERIC_COLUMNS = ["fold", "accuracy", "auc", "f1", "time_fit_s", "time_predict_s"]
 CELL_KEY = ["suite", "task_id", "fold", "method", "variant"]
 _STATUS_ORDER = {"ok": 0, "skipped": 1, "failed": 2}
 _DTYPES = {"task_id": str, "suite": str, "method": str, "variant": str, "reason": str}
@@ -46,7 +47,7 @@ def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
     """The committed cells of a results directory (cells/*.json, the store's truth) as
     results.csv would hold them, and whether its results.csv is current; None when it has no
     cells; a ValueError when some are damaged."""
-    if not any((results_dir / "cells").glob("*.json")):
+    if not cell_files(results_dir):
         return None
     rows, damaged = read_cells(results_dir)
     if damaged:
@@ -83,6 +84,15 @@ def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
     missing = [column for column in REQUIRED_COLUMNS if column not in rows.columns]
     if missing:
         raise InvalidInputError(f"{str(path)!r} lacks the columns {', '.join(missing)}: is it a results.csv of `equibench evaluate`?")
+    for column in NUMERIC_COLUMNS:
+        values = pd.to_numeric(rows[column], errors="coerce")
+        wrong = rows.index[(values.isna() & rows[column].notna()) | values.isin([float("inf"), float("-inf")])]
+        if len(wrong):
+            raise InvalidInputError(
+                f"{str(path)!r} is damaged: its {column} column holds {rows.at[wrong[0], column]!r} (row "
+                f"{wrong[0] + 1}), not a finite number; rerun {_evaluate_hint(results_dir)} to rebuild it"
+            )
+        rows[column] = values
     if not (rows["status"] == "ok").any():
         counts = ", ".join(f"{n} {status}" for status, n in rows["status"].value_counts().sort_index().items()) or "no rows"
         suite = rows["suite"].iloc[0] if len(rows) else "SUITE"
@@ -187,8 +197,20 @@ def _ensemble_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     figure_line = (f"Mean time per fold vs mean AUC improvement over KNN on {suite} for every ensemble variant "
                    "(bubble area ∝ members) and every other method, with the Pareto front (lower time, higher AUC).")
     table_line = f"The points of the bubble plot of {suite}."
-    return ["### Ensemble size: AUC vs runtime", "", *_figure_item(figure_line, paths, out_dir),
-            *_table_item(table_line, tables.ensemble_display(ensembles), ensembles, out_dir, name)]
+    lines = ["### Ensemble size: AUC vs runtime", "", *_figure_item(figure_line, paths, out_dir),
+             *_table_item(table_line, tables.ensemble_display(ensembles), ensembles, out_dir, name)]
+    bars = tables.ratio_speedup_table(cells)
+    if bars.empty:
+        return [*lines, (f"No AUC-ratio and speed-up bars for {suite}: they need ok cells of equitabpfn, knn and "
+                         "an ensembled method other than equitabpfn (tabpfn-star, tabpfn-v1, ...)."), ""]
+    paths = figures.ratio_speedup_bars(bars, suite, out_dir / "figures" / f"{name}_auc_ratio_speedup")
+    figure_line = (f"The paper's bars on {suite}: for each ensemble variant of the other PFNs, its mean over tasks "
+                   "of the AUC ratio to KNN (blue; dashed: EquiTabPFN's, smallest variant) and the speed-up of "
+                   "EquiTabPFN's smallest variant over it (green: its mean time per fold over EquiTabPFN's, "
+                   "on the (task, fold) cells both ran; grey: 1×).")
+    return [*lines, *_figure_item(figure_line, paths, out_dir),
+            *_table_item(f"The bars of {suite}.", tables.ratio_speedup_display(bars), bars, out_dir,
+                         f"{name}_auc_ratio_speedup")]
 
 
 def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:

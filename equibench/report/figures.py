@@ -192,3 +192,36 @@ def ensemble_bubble_plot(table: pd.DataFrame, suite: str, stem: Path) -> list[Pa
                 loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     _label_markers(axes, table, (area / math.pi) ** 0.5)
     return save_figure(figure, stem)
+
+
+def ratio_speedup_bars(table: pd.DataFrame, suite: str, stem: Path) -> list[Path]:
+    """The right panel of the paper's bubble figure: per ensemble variant of the other PFNs
+    (``table``, see ``tables.ratio_speedup_table``), its AUC ratio to KNN (blue, left axis;
+    dashed: EquiTabPFN's) and the speed-up of EquiTabPFN with one member over it (green, right
+    axis; the grey line marks 1×)."""
+    figure = _new_figure(max(6.5, 2.5 + 0.9 * len(table)), 4.5)
+    ratio_axes = figure.subplots()
+    speedup_axes = ratio_axes.twinx()
+    positions = list(range(len(table)))
+    width = 0.38
+    equi_ratio = table["equitabpfn_auc_ratio"].iloc[0]
+    ratio_axes.bar([p - width / 2 for p in positions], table["auc_ratio"], width, color="tab:blue",
+                   label="AUC ratio to KNN")
+    ratio_axes.axhline(equi_ratio, color="tab:blue", linestyle="--", linewidth=1,
+                       label=f"{method_label('equitabpfn')}'s AUC ratio")
+    speedup_axes.bar([p + width / 2 for p in positions], table["speedup"], width, color="tab:green",
+                     label="speed-up of EquiTabPFN")
+    speedup_axes.axhline(1, color="grey", linewidth=0.8)
+    speedup_axes.set_ylim(0, 1.25 * max(1.0, table["speedup"].max()))
+    low, high = min(table["auc_ratio"].min(), equi_ratio), max(table["auc_ratio"].max(), equi_ratio)
+    ratio_axes.set_ylim(min(0.95, low - 0.02), high + 0.4 * (high - min(0.95, low - 0.02)))
+    several = table["method"].nunique() > 1
+    ratio_axes.set_xticks(positions, [f"{m}\n{v}" if several else v for m, v in zip(table["method"], table["variant"])])
+    methods = ", ".join(dict.fromkeys(method_label(m) for m in table["method"]))
+    ratio_axes.set_xlabel(f"ensemble variant of {methods}")
+    ratio_axes.set_ylabel("mean AUC ratio to KNN", color="tab:blue")
+    speedup_axes.set_ylabel("speed-up of EquiTabPFN (×)", color="tab:green")
+    ratio_axes.set_title(f"{suite}: AUC ratio to KNN and EquiTabPFN's speed-up as ensembles grow", fontsize=10)
+    handles = [*ratio_axes.get_legend_handles_labels()[0], *speedup_axes.get_legend_handles_labels()[0]]
+    ratio_axes.legend(handles=handles, fontsize=8, loc="upper left")
+    return save_figure(figure, stem)

@@ -156,6 +156,30 @@ def ensemble_table(cells: pd.DataFrame) -> pd.DataFrame:
     return table.loc[order]
 
 
+def ratio_speedup_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """The right panel of the paper's bubble figure, indexed by entry: every variant of the
+    ensembled methods other than EquiTabPFN, with the mean over tasks of its AUC ratio to KNN
+    and the speed-up of EquiTabPFN's smallest variant (the entry's mean time per fold over
+    EquiTabPFN's, on the (task, fold) cells both ran); empty without EquiTabPFN and KNN."""
+    columns = ["method", "variant", "members", "auc_ratio", "speedup", "equitabpfn_auc_ratio", "n_folds"]
+    equi = cells[(cells["method"] == EQUITABPFN) & cells["main"]]
+    ensembled = cells[cells["variant"].map(is_ensemble_variant) & (cells["method"] != EQUITABPFN)]
+    if equi.empty or ensembled.empty or not has_knn(cells):
+        return pd.DataFrame(columns=columns)
+    ratio = 1 + relative_to_knn(cells, "auc").groupby(level="entry").mean() / 100
+    keys = ["task_id", "fold"]
+    paired = ensembled[["entry", *keys, "time_s"]].merge(equi[[*keys, "time_s"]], on=keys, suffixes=("", "_equi"))
+    times = paired.groupby("entry")[["time_s", "time_s_equi"]].mean()
+    table = ensembled.groupby("entry").agg(method=("method", "first"), variant=("variant", "first"),
+                                           members=("members", "first"))
+    table["auc_ratio"] = ratio.reindex(table.index)
+    table["speedup"] = times["time_s"] / times["time_s_equi"].where(times["time_s_equi"] > 0)
+    table["equitabpfn_auc_ratio"] = ratio.get(equi["entry"].iloc[0], float("nan"))
+    table["n_folds"] = paired.groupby("entry").size().reindex(table.index).fillna(0).astype(int)
+    order = sorted(table.index, key=lambda entry: (table.at[entry, "method"], _variant_key(table.at[entry, "variant"])))
+    return table.loc[order, columns].dropna(subset=["auc_ratio", "speedup"])
+
+
 def paired_auc(cells: pd.DataFrame) -> pd.DataFrame:
     """Per-(task, fold) AUC of the main entries (columns), with every entry's AUC present."""
     main = cells[cells["main"]]
@@ -231,6 +255,17 @@ def ensemble_display(table: pd.DataFrame) -> pd.DataFrame:
         "tasks": table["n_tasks"].astype(str).to_numpy(),
         "folds per task": _folds_per_task(table),
         "seeds": table["n_seeds"].map(_count).to_numpy(),
+    })
+
+
+def ratio_speedup_display(table: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "method": table.index,
+        "members": table["members"].astype(str).to_numpy(),
+        "AUC ratio to KNN": table["auc_ratio"].map(lambda value: _number(value, 3)).to_numpy(),
+        f"{method_label(EQUITABPFN)}'s AUC ratio": table["equitabpfn_auc_ratio"].map(lambda value: _number(value, 3)).to_numpy(),
+        "speed-up of EquiTabPFN": [f"{value:.2f}×" for value in table["speedup"]],
+        "paired folds": table["n_folds"].astype(str).to_numpy(),
     })
 
 

@@ -6,13 +6,25 @@ Modules: ``task`` (a task and its folds, the demo tasks), ``suites`` (suites and
 ``download``, ``cache_check`` and ``cache_manifest`` (fetching and checking a cache).
 """
 
-from .cache_check import check_cache
-from .download import DownloadOptions, DownloadSummary, download_tasks
-from .openml import working_cache
-from .suites import BUILTIN_SUITES, GT10, Suite, load_suite, load_task
-from .task import DEMO_TASKS, Task, demo_task, stratified_folds
+# Loaded on first use: `equibench suites` reads the suites without numpy, pandas or scikit-learn.
+_LAZY = {
+    "check_cache": "cache_check",
+    "DownloadOptions": "download", "DownloadSummary": "download", "download_tasks": "download",
+    "working_cache": "openml",
+    "BUILTIN_SUITES": "suites", "GT10": "suites", "Suite": "suites", "load_suite": "suites", "load_task": "suites",
+    "DEMO_TASKS": "task", "Task": "task", "demo_task": "task", "stratified_folds": "task",
+}
 
-__all__ = [
-    "BUILTIN_SUITES", "DEMO_TASKS", "GT10", "DownloadOptions", "DownloadSummary", "Suite", "Task", "check_cache",
-    "demo_task", "download_tasks", "load_suite", "load_task", "stratified_folds", "working_cache",
-]
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

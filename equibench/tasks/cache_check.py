@@ -252,20 +252,33 @@ def fix_command(cache: str | os.PathLike, task_ids, suite: str | None = None) ->
     return f"equibench download {where}--cache {quote(str(cache))} --tasks {','.join(map(str, task_ids))}"
 
 
-def missing_tasks_message(suite, cache: str | os.PathLike | None, when_some_held: bool = False) -> str | None:
-    """One line naming the OpenML tasks of ``suite`` that ``cache`` lacks (quick check:
-    files present, XML readable, sizes as downloaded), with the command that fetches them;
-    None when nothing is lacking or the folder is not an openml cache at all, and with
-    ``when_some_held`` also when the cache holds none of them (a caller that says so later)."""
+def cache_gap_messages(suite, cache: str | os.PathLike | None, when_some_held: bool = False) -> list[str]:
+    """One line naming the OpenML tasks of ``suite`` that ``cache`` lacks (no task.xml), with the
+    command that fetches them, and one naming those it holds damaged or incomplete files of
+    (quick check: files present, XML readable, sizes as downloaded), with the command that checks
+    them; nothing when the folder is not an openml cache at all, and with ``when_some_held`` no
+    line of lacking tasks when it holds none of them (a caller that says so later)."""
     openml_ids = [task_id for task_id in suite.task_ids if not task_id.startswith(("demo-", "file-"))]
     if cache is None or not openml_ids or not (Path(cache) / "org").is_dir():
-        return None
-    lacking = [check.task_id for check in check_cache(cache, openml_ids, deep=False) if not check.ok]
-    if not lacking or when_some_held and len(lacking) == len(openml_ids):
-        return None
-    return (
-        f"the OpenML cache {str(cache)!r} lacks {len(lacking)} of the suite's {len(openml_ids)} OpenML tasks "
-        f"({', '.join(lacking)}): their cells are not run (missing) unless openml can download them now. Fetch them "
-        "first with: "
-        + fix_command(cache, lacking, suite.name if suite.name in ("gt10", "le10") else None)
-    )
+        return []
+    checks = [check for check in check_cache(cache, openml_ids, deep=False) if not check.ok]
+    lacking = [check.task_id for check in checks if task_file(check.task_id, "task.xml") in check.missing]
+    damaged = [check for check in checks if check.task_id not in lacking]
+    lines = []
+    if lacking and not (when_some_held and len(lacking) == len(openml_ids)):
+        lines.append(
+            f"the OpenML cache {str(cache)!r} lacks {len(lacking)} of the suite's {len(openml_ids)} OpenML tasks "
+            f"({', '.join(lacking)}): their cells are not run (missing) unless openml can download them now. Fetch "
+            "them first with: " + fix_command(cache, lacking, suite.name if suite.name in ("gt10", "le10") else None)
+        )
+    if damaged:
+        from shlex import quote
+
+        ids = ",".join(check.task_id for check in damaged)
+        lines.append(
+            f"the OpenML cache {str(cache)!r} holds damaged or incomplete files of {len(damaged)} of the suite's "
+            f"{len(openml_ids)} OpenML tasks (task {damaged[0].task_id}: {damaged[0].describe()}"
+            f"{'; ...' if len(damaged) > 1 else ''}): a task openml cannot load fails. Check them with "
+            f"`equibench download --verify {quote(str(cache))} --tasks {ids}`"
+        )
+    return lines

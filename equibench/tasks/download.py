@@ -110,36 +110,62 @@ def _is_transient(error: BaseException) -> bool:
     )
 
 
+def _raise_if_busy(response, *args, **kwargs):
+    """A session's response hook: a 5xx or 429 answer (busy or failing: worth a retry) raised as
+    an HTTP error, where openml would try to parse its body as an API error."""
+    import requests
+
+    if response.status_code >= 500 or response.status_code == 429:
+        raise requests.HTTPError(f"{response.status_code} {response.reason} from {response.url}", response=response)
+
+
+def _openml_requests(timeout_s: float):
+    """``requests`` as openml's HTTP calls see it during a download: the same module, but its
+    sessions wait at most ``timeout_s`` for the server to connect or send data (a transport
+    adapter's default) and raise 5xx/429 answers (a response hook). openml 0.15 opens a new
+    ``requests.Session()`` per call and offers no timeout setting, so its name ``requests`` is
+    the one seam; the rest of the process keeps plain ``requests``."""
+    import types
+
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    class TimeoutAdapter(HTTPAdapter):
+        def send(self, request, timeout=None, **kwargs):
+            return super().send(request, timeout=timeout_s if timeout is None else timeout, **kwargs)
+
+    def session() -> requests.Session:
+        session = requests.Session()
+        adapter = TimeoutAdapter()
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        session.hooks["response"].append(_raise_if_busy)
+        return session
+
+    return types.SimpleNamespace(**{**vars(requests), "Session": session})
+
+
 @contextmanager
 def _openml_session(root: Path, options: DownloadOptions):
     """openml configured to fetch from ``options.server`` into the root cache ``root``, with no
     retries of its own (:func:`download_tasks` retries), no API key (public data only, and no
-    key sent to a mirror), ARFF rather than parquet data, a timeout on every request, and
-    5xx/429 answers raised as HTTP errors (openml would try to parse their bodies)."""
+    key sent to a mirror), ARFF rather than parquet data, and sessions with a timeout on every
+    request that raise 5xx/429 answers as HTTP errors (:func:`_openml_requests`)."""
     import openml
-    import requests
+    from openml import _api_calls
 
     config = openml.config
     saved = (config.server, config.apikey, config.get_config_as_dict()["cachedir"], config.connection_n_retries,
              config.show_progress, os.environ.get("OPENML_SKIP_PARQUET"))
-    request = requests.Session.request
-
-    def request_with_timeout(session, method, url, **kwargs):
-        if kwargs.get("timeout") is None:
-            kwargs["timeout"] = options.timeout_s
-        response = request(session, method, url, **kwargs)
-        if response.status_code >= 500 or response.status_code == 429:  # busy or failing: worth a retry
-            raise requests.HTTPError(f"{response.status_code} {response.reason} from {url}", response=response)
-        return response
-
+    requests = _api_calls.requests
     try:
         config.server, config.apikey, config.connection_n_retries, config.show_progress = options.server, "", 1, False
         config.set_root_cache_directory(root)
         os.environ["OPENML_SKIP_PARQUET"] = "true"
-        requests.Session.request = request_with_timeout
+        _api_calls.requests = _openml_requests(options.timeout_s)
         yield Path(config.get_cache_directory())
     finally:
-        requests.Session.request = request
+        _api_calls.requests = requests
         config.server, config.apikey, _, config.connection_n_retries, config.show_progress, skip = saved
         config.set_root_cache_directory(saved[2])
         if skip is None:

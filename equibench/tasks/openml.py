@@ -8,15 +8,27 @@ never modified.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from ..atomic_files import atomic_write
 from ..errors import InvalidInputError, TaskUnavailableError
-from .cache_check import DATASET_FILES, TASK_FILES, cached_task_ids, check_task, dataset_file, server_dir, task_file
+from .cache_check import (
+    DATASET_FILES,
+    TASK_FILES,
+    TaskCheck,
+    cached_task_ids,
+    check_task,
+    dataset_file,
+    server_dir,
+    task_file,
+)
+from .cache_manifest import Manifest
 from .task import Task
 
 
@@ -100,24 +112,27 @@ def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
     if cache_dir is not None:
         openml.config.set_root_cache_directory(str(cache_dir))
     root = openml_root(cache_dir)
-    # before openml runs: it removes a task's folder when loading it fails
     before = check_task(server_dir(root), task_id, deep=False) if is_cached(task_id, root) else None
     openml.config.set_retry_policy("human", n_retries=1)  # offline is the common case: fail fast
-    try:
-        task = openml.tasks.get_task(task_id, download_splits=True, download_data=False)
-        dataset = task.get_dataset()
-        X, y, categorical, _ = dataset.get_data(target=task.target_name)
-    except Exception as error:  # openml raises connection, cache and server errors alike
-        if before is None:
-            raise not_cached_error(task_id, root, error) from error
-        raise TaskUnavailableError(_damage(task_id, root, before, error)) from error
-    test_folds = np.full(len(X), -1)
-    n_folds = task.get_split_dimensions()[1]
-    for fold in range(n_folds):
-        _, test = task.get_train_test_split_indices(fold=fold, repeat=0)
-        test_folds[test] = fold
-    if (test_folds < 0).any():
-        raise InvalidInputError(f"task {task_id}: {int((test_folds < 0).sum())} rows are in no test fold")
+    with _kept_files(root, before) as kept:  # openml removes a task's folder when loading it fails
+        try:
+            task = openml.tasks.get_task(task_id, download_splits=True, download_data=False)
+            dataset = task.get_dataset()
+            X, y, categorical, _ = dataset.get_data(target=task.target_name)
+        except Exception as error:  # openml raises connection, cache and server errors alike
+            if before is None:
+                raise not_cached_error(task_id, root, error) from error
+            raise TaskUnavailableError(_damage(task_id, root, kept, before, error)) from error
+        test_folds = np.full(len(X), -1)
+        n_folds = task.get_split_dimensions()[1]
+        for fold in range(n_folds):
+            _, test = task.get_train_test_split_indices(fold=fold, repeat=0)
+            test_folds[test] = fold
+        if (test_folds < 0).any():
+            unsplit = ValueError(f"{int((test_folds < 0).sum())} rows are in no test fold")
+            if before is None:  # fetched from the server just now
+                raise InvalidInputError(f"task {task_id}: {unsplit}")
+            raise TaskUnavailableError(_damage(task_id, root, kept, before, unsplit))
     return Task(
         task_id=str(task_id), name=dataset.name, X=X.reset_index(drop=True), y=np.asarray(y),
         categorical=np.asarray(categorical, dtype=bool), test_folds=test_folds,
@@ -135,10 +150,42 @@ def not_cached_error(task_id: int | str, root: str | os.PathLike, error: BaseExc
     return TaskNotCachedError(task_id, str(root), cause, unreachable)
 
 
-def _damage(task_id, root: Path, before, error: BaseException) -> str:
-    """Why a task the cache holds could not be loaded, naming the file: what the quick check
-    found before openml ran, else what a full check finds, else openml's own error."""
-    check = before if not before.ok else check_task(server_dir(root), task_id, deep=True)
+@contextmanager
+def _kept_files(root: Path, check: TaskCheck | None):
+    """A folder in the server layout holding hard links to (or copies of) the files of a
+    task that ``check`` found in the cache ``root``, for the block's duration (None when
+    there is no such task, or ``root`` is read-only): openml deletes a task's files when it
+    cannot load them, and the full check that names the damaged file runs afterwards."""
+    if check is None:
+        yield None
+        return
+    try:
+        folder = tempfile.TemporaryDirectory(prefix=".equibench-kept-", dir=root)  # same disk: links, not copies
+    except OSError:
+        yield None
+        return
+    with folder:
+        kept = Path(folder.name)
+        for name in check.files:
+            source = server_dir(root) / name
+            if source.is_file():
+                (kept / name).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(source, kept / name)
+                except OSError:
+                    shutil.copyfile(source, kept / name)
+        yield kept
+
+
+def _damage(task_id, root: Path, kept: Path | None, before: TaskCheck, error: BaseException) -> str:
+    """Why a task the cache ``root`` holds could not be loaded, naming the file: what the quick
+    check found before openml ran, else what a full check of its ``kept`` files finds (those
+    in ``root`` without them), else openml's own error."""
+    try:
+        manifest = Manifest.load(root)
+    except InvalidInputError:  # a damaged download record: check the files by themselves
+        manifest = None
+    check = before if not before.ok else check_task(kept or server_dir(root), task_id, deep=True, manifest=manifest)
     problems = [f"{server_dir(root) / name} is missing" for name in check.missing]
     for problem in check.problems:
         name = problem.split(" ", 1)[0]
@@ -146,8 +193,10 @@ def _damage(task_id, root: Path, before, error: BaseException) -> str:
             problem = f"{server_dir(root) / dataset_file(check.dataset_id, name)}{problem[len(name):]}"
         elif name in TASK_FILES:
             problem = f"{server_dir(root) / task_file(task_id, name)}{problem[len(name):]}"
+        elif name.startswith(("tasks/", "datasets/")):  # a file the download record names
+            problem = f"{server_dir(root) / name}{problem[len(name):]}"
         problems.append(problem)
     found = "; ".join(problems) or f"openml cannot load it ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
     return (f"OpenML task {task_id} is in the cache {str(root)!r} but is damaged or incomplete: {found}. Check the "
-            f"cache with `equibench download --verify DIR --tasks {task_id}` (DIR: your OpenML cache folder) and "
-            "fetch the task again where a network is")
+            f"cache with `equibench download --verify {shlex.quote(str(root))} --tasks {task_id}` and fetch the task "
+            "again where a network is")

@@ -16,15 +16,23 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tomllib
-import yaml
 
 from ..errors import InvalidInputError
-from .openml import load_task as load_openml_task
-from .task import DEMO_TASKS, Task, demo_task
-from .user_data import PREFIX as FILE_PREFIX
-from .user_data import FileTask, file_task_from_entry, load_file_task
+
+# Tasks, tables and OpenML load numpy, pandas and scikit-learn (and YAML files PyYAML): imported where
+# used, so that listing the suites (`equibench suites`, shell completion) starts as fast as `--help`.
+if TYPE_CHECKING:
+    from .task import Task
+    from .user_data import FileTask
+
+#: The demo tasks' names: the keys of :data:`.task.DEMO_TASKS` (checked by a test), here without
+#: the loaders' imports.
+DEMO_NAMES = ("iris", "wine", "breast_cancer", "digits", "synthetic-15", "synthetic-30")
+#: Task id prefix of a suite's table file tasks: :data:`.user_data.PREFIX` (checked by a test).
+FILE_PREFIX = "file-"
 
 GT10 = (5, 7, 41, 3022, 3481, 3567, 3952, 9956, 125922, 146032)
 LE10 = (
@@ -50,15 +58,15 @@ class Suite:
 BUILTIN_SUITES = {
     "gt10": Suite("gt10", tuple(map(str, GT10))),
     "le10": Suite("le10", tuple(map(str, LE10))),
-    "demo": Suite("demo", tuple(f"demo-{name}" for name in DEMO_TASKS)),
+    "demo": Suite("demo", tuple(f"demo-{name}" for name in DEMO_NAMES)),
 }
 
 
 def _task_id(value) -> str:
     text = str(value).strip()
     if text.startswith("demo-"):
-        if text.removeprefix("demo-") not in DEMO_TASKS:
-            raise InvalidInputError(f"unknown demo task {text!r}; choose from {', '.join('demo-' + n for n in DEMO_TASKS)}")
+        if text.removeprefix("demo-") not in DEMO_NAMES:
+            raise InvalidInputError(f"unknown demo task {text!r}; choose from {', '.join('demo-' + n for n in DEMO_NAMES)}")
         return text
     if isinstance(value, bool) or not text.isdigit():
         raise InvalidInputError(
@@ -80,6 +88,8 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
         )
     if path.suffix not in (".toml", ".yaml", ".yml"):
         raise InvalidInputError(f"suite file {str(path)!r} must end in .toml, .yaml or .yml")
+    import yaml
+
     try:
         text = path.read_text()
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
@@ -87,6 +97,8 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
         raise InvalidInputError(f"cannot read suite file {str(path)!r}: {error}") from error
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not data["tasks"]:
         raise InvalidInputError(f"suite file {str(path)!r} needs a non-empty `tasks` list, e.g. tasks = [5, 7, 41]")
+    from .user_data import file_task_from_entry
+
     task_ids, files = [], []
     for value in data["tasks"]:
         if isinstance(value, dict):
@@ -116,6 +128,10 @@ def _suite_name(name, path: Path) -> str:
 def load_task(task_id: str, openml_cache: str | os.PathLike | None, files: tuple[FileTask, ...] = ()) -> Task:
     """The task ``task_id`` of a suite: a demo task, a table file among ``files``, or an
     OpenML task from ``openml_cache``."""
+    from .openml import load_task as load_openml_task
+    from .task import demo_task
+    from .user_data import load_file_task
+
     if task_id.startswith("demo-"):
         return demo_task(task_id.removeprefix("demo-"))
     if task_id.startswith(FILE_PREFIX):

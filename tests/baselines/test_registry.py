@@ -22,9 +22,10 @@ def test_each_entry_reaches_its_implementation(name):
 
 
 def test_ensemble_methods_and_weights():
-    assert [name for name, spec in METHODS.items() if spec.ensembles] == ["equitabpfn", "tabpfn-star", "tabpfn-v1",
-                                                                           "tabpfn-v2"]
-    assert [name for name, spec in METHODS.items() if spec.needs_weights] == ["tabpfn-v1", "tabpfn-v2"]
+    assert [name for name, spec in METHODS.items() if spec.ensembles] == [
+        "equitabpfn", "tabpfn-star", "equitabpfn-official", "tabpfn-v1", "tabpfn-v2", "tabicl"]
+    assert [name for name, spec in METHODS.items() if spec.needs_weights] == [
+        "equitabpfn-official", "tabpfn-v1", "tabpfn-v2", "tabicl"]
     assert set(FAST_METHODS) <= set(METHODS)
 
 

@@ -55,7 +55,7 @@ def test_help_and_listing_commands_import_no_heavy_module(tmp_path):
         "import sys\n"
         "from typer.testing import CliRunner\n"
         "from equibench.cli import app\n"
-        "for args in (['--help'], ['methods'], ['--version']):\n"
+        "for args in (['--help'], ['methods'], ['suites'], ['suites', '--json'], ['--version']):\n"
         "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
@@ -75,6 +75,13 @@ def test_cli_size_schedule_and_feature_count_names_match_the_library():
     assert tuple(SIZES) == SIZE_NAMES
     assert SCHEDULES == SCHEDULE_NAMES
     assert FEATURE_COUNTS == FEATURE_COUNT_NAMES
+
+
+def test_the_suites_light_names_match_the_task_loaders():
+    from equibench.tasks import suites, task, user_data
+
+    assert suites.DEMO_NAMES == tuple(task.DEMO_TASKS)
+    assert suites.FILE_PREFIX == user_data.PREFIX
 
 
 def test_pretrain_recipe_list_needs_no_out_and_no_heavy_module(tmp_path):

@@ -3,6 +3,7 @@ the library's parameters written as flags, and exit status 2 (bad input) or 1 (f
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import pytest
@@ -31,6 +32,8 @@ ERRORS = {
     "nothing-loads": InvalidInputError("nothing can run: 2 of 2 le10 tasks are not in the OpenML cache 'c' and the "
                                        "OpenML server could not be reached (ConnectionError). Next: point openml_cache "
                                        "at your OpenML cache folder (DIR); then rerun this command with openml_cache DIR"),
+    "device": InvalidInputError("this torch cannot use MPS here; use device='auto' or device=\"cpu\", not jobs=0"),
+    "config": InvalidInputError("PriorConfig.threads_per_cell (1) must exceed ModelConfig.jobs; Other.jobs stays"),
 }
 
 
@@ -49,6 +52,7 @@ def _app() -> typer.Typer:
         timeout: float = 60.0,
         rerun_changed: bool = False,
         openml_cache: str = "",
+        device: str = "cpu",
     ) -> None:
         raise ERRORS[error]
 
@@ -68,6 +72,8 @@ def _app() -> typer.Typer:
     ("nothing-loads", 2, "error: nothing can run: 2 of 2 le10 tasks are not in the OpenML cache 'c' and the OpenML "
                          "server could not be reached (ConnectionError). Next: point --openml-cache at your OpenML "
                          "cache folder (DIR); then rerun this command with --openml-cache DIR"),
+    ("device", 2, "error: this torch cannot use MPS here; use --device=auto or --device=cpu, not --jobs=0"),
+    ("config", 2, "error: --threads-per-cell (1) must exceed --jobs; Other.jobs stays"),
 ])
 def test_errors_become_one_line_and_an_exit_status(error, code, line):
     result = CliRunner().invoke(_app(), ["run", "--error", error])
@@ -92,3 +98,20 @@ def test_library_parameters_are_named_by_the_flags_of_the_app(tmp_path):
     result = CliRunner().invoke(app, ["prior", "preview", "--out", str(tmp_path / "prior.png"), "--rows", "0"])
     assert result.exit_code == 2 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "rows" in result.stderr  # a command of the `prior` group, mapped alike
+
+
+def test_pretrain_messages_name_its_flags_never_python_syntax(tmp_path):
+    """What a CLI user of pretrain reads: flags, never ``resume=True`` or ``PriorConfig.rows``."""
+    runner = CliRunner()
+    (tmp_path / "empty").mkdir()
+    resume = runner.invoke(app, ["pretrain", "--out", str(tmp_path / "empty"), "--resume", "--size", "tiny"])
+    assert resume.exit_code == 2 and resume.stderr.count("\n") == 1
+    assert resume.stderr.startswith("error: --resume was given but") and "leave out --resume to start" in resume.stderr
+    out = ["pretrain", "--out", str(tmp_path / "run"), "--size", "tiny"]
+    classes = runner.invoke(app, [*out, "--max-classes", "1"])
+    assert classes.exit_code == 2 and classes.stderr.startswith("error: --max-classes must be >= 2, got 1")
+    rows = runner.invoke(app, [*out, "--rows", "8", "--max-classes", "10"])
+    assert rows.exit_code == 2 and rows.stderr.startswith("error: --rows (8) must exceed --max-classes (10)")
+    for result in (resume, classes, rows):
+        words = re.sub(r"'[^']*'", "", result.stderr)  # the paths quoted aside
+        assert not re.search(r"\w=(True|False)\b|Config\.|\b[a-z]+_[a-z_]+\b", words), result.stderr

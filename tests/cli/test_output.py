@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import typer.rich_utils
 from rich.console import Console
@@ -57,6 +59,9 @@ def test_progress_bars_are_on_stderr(tmp_path):
     assert result.exit_code == 0, result.output
     assert "loss" in result.stderr and "datasets/s" in result.stderr
     assert "datasets/s" not in result.stdout and "model written to" in result.stdout
+    # piped, the progress line keeps every column (the shared stderr console: never cut at 80)
+    columns = r"equitabpfn-tiny ━+ 2/2 loss \S+ +lr \S+ +\S+ datasets/s +prior \d+% \d:\d\d:\d\d \d:\d\d:\d\d"
+    assert re.fullmatch(columns, result.stderr.splitlines()[-1]), result.stderr
     from make_fixtures import CHECKPOINTS
 
     result = runner.invoke(app, ["equivariance", "--checkpoints", str(CHECKPOINTS["equitabpfn"]), "--out",

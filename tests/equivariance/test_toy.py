@@ -6,7 +6,14 @@ from pathlib import Path
 
 import numpy as np
 
-from equibench.equivariance.toy import TOY_ORDERINGS, differs_from_identity, toy_predictions, toy_problem
+from equibench.baselines.settings import MethodOptions
+from equibench.equivariance.toy import (
+    TOY_ORDERINGS,
+    differs_from_identity,
+    method_toy,
+    toy_predictions,
+    toy_problem,
+)
 from equibench.model import load_checkpoint
 
 DATA = Path(__file__).parents[1] / "data"
@@ -32,3 +39,12 @@ def test_differs_from_identity_in_percent():
     one_changed = identity.copy()
     one_changed[1, 0] = 3
     assert differs_from_identity({"m": [identity, one_changed, identity]}) == {"m": [0.0, 25.0, 0.0]}
+
+
+def test_registry_methods_join_the_toy_or_are_named_with_why(monkeypatch):
+    monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
+    predictions, skipped = method_toy(("decision-tree", "tabpfn-v1"), MethodOptions(), grid=5)
+    assert list(predictions) == ["DecisionTree"] and [panel.shape for panel in predictions["DecisionTree"]] == [(5, 5)] * 3
+    assert list(skipped) == ["TabPFNv1 (ECOC >10)"] and skipped["TabPFNv1 (ECOC >10)"].startswith("no weights")
+    for panel in predictions["DecisionTree"]:  # mesh points 1..3 per side are the training points: their own class
+        assert panel[1:4, 1:4].ravel().tolist() == list(range(9))

@@ -191,6 +191,15 @@ def test_default_jobs_fill_the_cores_with_cells_of_the_threads_per_cell():
             assert backend.workers() == max(1, available_cores() // threads)
 
 
+def test_the_cores_count_respects_a_containers_cpu_quota(monkeypatch):
+    from joblib.externals.loky.backend import context
+
+    from equibench.evaluate.backends import available_cores, default_jobs
+
+    monkeypatch.setattr(context, "_cpu_count_cgroup", lambda os_cpu_count: 1)  # cgroups' cpu.max: one core
+    assert available_cores() == 1 and default_jobs() == 1
+
+
 def test_cells_run_on_the_threads_per_cell_whatever_this_process_runs_on(tmp_path):
     with _threads(1):
         evaluate(_tiny(methods=("linear-model",), threads_per_cell=2), tmp_path / "two", progress=False)

@@ -26,6 +26,7 @@ from equibench.evaluate.run import CellsRemainingColumn, _fingerprint, prepared_
 from equibench.evaluate.run_manifest import methods_to_rerun
 from equibench.tasks.cache_check import server_dir
 from equibench.tasks.download import DownloadOptions, download_tasks
+from equibench.tasks.openml import TaskNotCachedError, TaskUnavailableError, load_task
 from equibench.tasks.suites import load_suite
 
 ROOT = Path(__file__).parents[2]
@@ -200,19 +201,54 @@ def test_nothing_loadable_is_one_line_exit_2_and_no_folder(tmp_path, offline, mo
     assert not out.exists()
 
 
-def test_a_damaged_cached_task_is_a_failure_naming_the_file(tmp_path, cache, offline):
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+#: (file of task 101, damage): each makes openml fail differently; a garbage datasplits.arff makes
+#: openml delete the task's folder, a halved one loads with rows in no fold
+DAMAGES = {
+    "appended row": ("datasets/201/dataset.arff", lambda path: path.write_text(path.read_text() + "1,2,x,@@@\n")),
+    "truncated data": ("datasets/201/dataset.arff", _cut),
+    "garbage task.xml": ("tasks/101/task.xml", lambda path: path.write_bytes(b"\x00garbage<<<")),
+    "garbage splits": ("tasks/101/datasplits.arff", lambda path: path.write_bytes(b"garbage")),
+    "truncated splits": ("tasks/101/datasplits.arff", _cut),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_cached_file_is_named_never_called_missing(tmp_path, cache, offline, damage):
+    name, spoil = DAMAGES[damage]
+    damaged = Path(shutil.copytree(cache, tmp_path / "damaged"))
+    spoil(server_dir(damaged) / name)
+    with pytest.raises(TaskUnavailableError) as raised:
+        load_task(101, damaged)
+    assert not isinstance(raised.value, TaskNotCachedError)
+    message = str(raised.value)
+    assert f"{server_dir(damaged) / name} " in message and "not in the cache" not in message
+    assert f"`equibench download --verify {damaged} --tasks 101`" in message
+    assert load_task(102, damaged).n_folds == 10  # an intact task of the same cache
+
+
+@pytest.mark.parametrize("damage", ["appended row", "garbage task.xml"])
+def test_a_damaged_cached_task_is_a_failure_naming_the_file(tmp_path, cache, offline, damage):
     damaged = tmp_path / "damaged"
     shutil.copytree(cache, damaged)
-    data = server_dir(damaged) / "datasets" / "201" / "dataset.arff"
-    data.write_text(data.read_text() + "1,2,not-a-number,@@@\n")
+    name, spoil = DAMAGES[damage]
+    data = server_dir(damaged) / name
+    spoil(data)
     suite = _suite(tmp_path, "101, 102")
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["evaluate", "--suite", str(suite), "--methods", "knn", "--folds", "0", "--jobs",
                                       "1", "--openml-cache", str(damaged), "--out", str(out), "--no-progress"])
     assert result.exit_code == 1, result.output
     assert "missing:" not in result.output and "tracebacks" not in result.output
+    assert "lacks" not in result.output and "not in the" not in result.output  # held, damaged: not missing
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and "damaged or incomplete files of 1 of the suite's 2" in warned[0]
     named = [line for line in result.stderr.splitlines() if line.startswith("task 101 cannot be loaded:")]
     assert len(named) == 1 and str(data) in named[0]  # the file of the cache given, not of its working copy
+    assert f"equibench download --verify {damaged} --tasks 101" in named[0]
     table = pd.read_csv(out / "results.csv", dtype={"task_id": str}).set_index("task_id")
     assert table.loc["101", "status"] == "failed" and str(data) in table.loc["101", "reason"]
     assert table.loc["102", "status"] == "ok"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from typer.testing import CliRunner
 from equibench.cli import app
 from equibench.errors import InvalidInputError
 from equibench.pretrain import pretrain
-from equibench.pretrain.curves import read_lineage, run_labels
+from equibench.pretrain.curves import EQUIVARIANCE_ERROR, plot_training_curves, read_lineage, run_labels
 
 from .common import PRIOR, tiny_config
 
@@ -51,3 +52,23 @@ def test_cli_curves_draws_every_run_of_two_named_alike(tmp_path):
     result = CliRunner().invoke(app, ["curves", str(tmp_path / "first" / "run"), str(tmp_path / "first" / "run"),
                                       "--out", str(tmp_path / "c.png")])
     assert result.exit_code == 2 and "is given twice" in result.output
+
+
+def _png_width(path: Path) -> int:
+    return int.from_bytes(path.read_bytes()[16:20], "big")  # the IHDR chunk's width
+
+
+def test_the_equivariance_error_observed_while_training_is_logged_and_drawn(tmp_path):
+    """The top of the paper's equivariance figure: the error at each validation, per run; a
+    log without it (written before it was measured) keeps the three-panel figure."""
+    for arch in ("equitabpfn", "tabpfn-star"):
+        pretrain(tiny_config(arch=arch, steps=1, validate_every=1), PRIOR, tmp_path / arch, progress=False)
+    errors = {arch: read_lineage(tmp_path / arch)[1][EQUIVARIANCE_ERROR] for arch in ("equitabpfn", "tabpfn-star")}
+    assert (errors["equitabpfn"] == 0).all() and len(errors["equitabpfn"]) == 2
+    assert (errors["tabpfn-star"] > 0).all()
+    plot_training_curves({"equi": tmp_path / "equitabpfn", "star": tmp_path / "tabpfn-star"}, tmp_path / "with.png")
+    log = tmp_path / "tabpfn-star" / "log.jsonl"
+    log.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != EQUIVARIANCE_ERROR}) + "\n"
+                           for line in log.read_text().splitlines()))
+    plot_training_curves({"star": tmp_path / "tabpfn-star"}, tmp_path / "without.png")
+    assert _png_width(tmp_path / "with.png") > _png_width(tmp_path / "without.png") * 1.2

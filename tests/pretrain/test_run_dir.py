@@ -25,13 +25,13 @@ from .common import PRIOR, log_records, tiny_config
 
 
 def test_run_directory_guards(tmp_path):
-    with pytest.raises(FileNotFoundError, match="does not exist; start with resume=False"):
+    with pytest.raises(FileNotFoundError, match="so there is no run to continue; leave out resume=True to start one"):
         pretrain(tiny_config(), PRIOR, tmp_path / "run", resume=True, progress=False)
     assert not (tmp_path / "run").exists()  # a refused run leaves no folder behind
     users = tmp_path / "users"
     users.mkdir()
     (users / "notes.txt").write_text("the user's file\n")
-    with pytest.raises(FileNotFoundError, match="does not exist; start with resume=False"):
+    with pytest.raises(FileNotFoundError, match="does not exist, so there is no run to continue"):
         pretrain(tiny_config(), PRIOR, users, resume=True, progress=False)
     with pytest.raises(FileNotFoundError):
         model_file(users)

@@ -8,7 +8,12 @@ import torch
 from equibench.model import build_model, size_config
 from equibench.pretrain.loss import batch_loss
 from equibench.pretrain.optim import build_optimizer
-from equibench.pretrain.validation import prior_metrics, validation_metrics, validation_prior_batches
+from equibench.pretrain.validation import (
+    class_permutations,
+    prior_metrics,
+    validation_metrics,
+    validation_prior_batches,
+)
 
 from .common import PRIOR, tiny_config
 
@@ -24,8 +29,23 @@ def test_validation_batches_are_fixed_and_the_metrics_leave_the_training_weights
     optimizer.step()
     training = [p.detach().clone() for p in model.parameters()]
     metrics = validation_metrics(model, optimizer, first, bundled=False, device="cpu")
-    assert list(metrics) == ["prior_loss", "prior_accuracy", "seconds"] and 0 <= metrics["prior_accuracy"] <= 1
+    assert list(metrics) == ["prior_loss", "prior_accuracy", "prior_equivariance_error", "seconds"]
+    assert 0 <= metrics["prior_accuracy"] <= 1
     assert all(torch.equal(p, t) for p, t in zip(model.parameters(), training)) and model.training
     with torch.no_grad():
         masked = sum(batch_loss(model, batch).item() for batch in first) / 2
     assert prior_metrics(model.eval(), first)["prior_loss"] == pytest.approx(masked)
+
+
+def test_the_equivariance_error_is_zero_for_equitabpfn_only():
+    """The paper's equivariance error observed while training: the share of prior test rows
+    whose predicted class changes when the training classes are permuted."""
+    batches = validation_prior_batches(PRIOR, 2, 4, "cpu")
+    errors = {}
+    for arch in ("equitabpfn", "tabpfn-star"):
+        torch.manual_seed(0)
+        errors[arch] = prior_metrics(build_model(arch, size_config("tiny")).eval(), batches)["prior_equivariance_error"]
+    assert errors["equitabpfn"] == 0 and 0 < errors["tabpfn-star"] <= 1
+    permutations = class_permutations(batches[0], 0)
+    assert torch.equal(permutations, class_permutations(batches[0], 0))
+    assert not (permutations == torch.arange(batches[0].n_classes)).all(dim=1).any()  # never the identity

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from equibench.cli import app
-from equibench.evaluate.results_store import COLUMNS
+from equibench.evaluate.results_store import COLUMNS, ResultsStore
 from equibench.report import build_report
+from equibench.report.build import load_results
 
 FOLDS = 3
 # method -> (variant, accuracy offset, mean time per fold in seconds)
@@ -28,10 +30,11 @@ ENTRIES = [
     ("tabpfn-star", "n4", 0.05, 1.2),
 ]
 FIGURES = {
-    "gt10": ["relative_accuracy", "critical_difference_auc", "ensembles_auc_vs_time"],
+    "gt10": ["relative_accuracy", "critical_difference_auc", "ensembles_auc_vs_time", "ensembles_auc_ratio_speedup"],
     "le10": ["relative_accuracy"],  # one variant per method: no bubble plot
 }
-TABLES = ["gt10_aggregate", "gt10_runtime", "gt10_ensembles", "le10_aggregate", "le10_runtime", "skipped_failed"]
+TABLES = ["gt10_aggregate", "gt10_runtime", "gt10_ensembles", "gt10_ensembles_auc_ratio_speedup", "le10_aggregate",
+          "le10_runtime", "skipped_failed"]
 
 
 def _row(suite: str, task: str, fold: int, method: str, variant: str, **values) -> dict:
@@ -277,6 +280,35 @@ def test_cli_report_without_options_reads_the_results_folders_here(tmp_path, mon
     assert len(result.output.strip().splitlines()) == 1 and not (elsewhere / "runs").exists()
 
 
+
+def test_ratio_speedup_bars_are_tabpfn_stars_variants_against_equitabpfn(report, results_dirs):
+    """The bubble figure's right panel, recomputed from the raw rows with plain Python."""
+    table = pd.read_csv(report.parent / "tables" / "gt10_ensembles_auc_ratio_speedup.csv", index_col="entry")
+    assert list(table.index) == ["TabPFN* (ECOC >10) (n1)", "TabPFN* (ECOC >10) (n4)"]
+    rows = _ok_rows(results_dirs, "gt10")
+    knn = _fold_values(rows, "knn", "default", "auc")
+
+    def ratio(method: str, variant: str) -> float:
+        auc = _fold_values(rows, method, variant, "auc")
+        tasks = sorted({task for task, _ in auc})
+        return statistics.mean(statistics.mean(auc[k] for k in auc if k[0] == task and k in knn)
+                               / statistics.mean(knn[k] for k in auc if k[0] == task and k in knn) for task in tasks)
+
+    equi_time = _fold_values(rows, "equitabpfn", "n1", "time_fit_s")
+    for variant in ("n1", "n4"):
+        entry = f"TabPFN* (ECOC >10) ({variant})"
+        assert table.at[entry, "auc_ratio"] == pytest.approx(ratio("tabpfn-star", variant))
+        star_time = {key: value + _fold_values(rows, "tabpfn-star", variant, "time_predict_s")[key]
+                     for key, value in _fold_values(rows, "tabpfn-star", variant, "time_fit_s").items()}
+        equi = {key: value + _fold_values(rows, "equitabpfn", "n1", "time_predict_s")[key]
+                for key, value in equi_time.items()}
+        paired = sorted(star_time.keys() & equi.keys())
+        expected = statistics.mean(star_time[k] for k in paired) / statistics.mean(equi[k] for k in paired)
+        assert table.at[entry, "speedup"] == pytest.approx(expected)
+        assert table.at[entry, "equitabpfn_auc_ratio"] == pytest.approx(ratio("equitabpfn", "n1"))
+    assert "No AUC-ratio and speed-up bars" not in report.read_text()
+
+
 @pytest.mark.slow
 def test_cli_report_without_options_regenerates_the_committed_report_byte_for_byte(tmp_path, monkeypatch):
     """`equibench report` in a checkout rewrites results/report from results/demo, gt10, le10:
@@ -299,3 +331,58 @@ def test_cli_report_without_options_regenerates_the_committed_report_byte_for_by
                              if path.is_file() and "lock" not in path.name)
     for name in written:
         assert (tmp_path / "results" / "report" / name).read_bytes() == (committed / name).read_bytes(), name
+
+
+# -- stored cells read with their types checked (issue 51, item 9) ---------------------------
+
+def _cells_results(directory: Path) -> Path:
+    """A results folder of committed cells (cells/*.json through the results store), no model run."""
+    rows = _suite_rows("demo", ["1", "2"], np.random.default_rng(3), ENTRIES[:1])
+    store = ResultsStore(directory)
+    for row in rows:
+        key = f"{row['suite']}__{row['task_id']}__fold{row['fold']}__{row['method']}__{row['variant']}"
+        store.write(key, {name: value for name, value in row.items() if value != ""})
+    return directory
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("accuracy", "high", "has accuracy 'high', not a finite number"),
+    ("accuracy", None, "is an ok cell without a finite accuracy (it has None)"),
+    ("time_fit_s", float("inf"), "has time_fit_s inf, not a finite number"),
+    ("auc", True, "has auc True, not a finite number"),
+    ("fold", "0", "has fold '0', not a fold number"),
+    ("status", "done", "has the status 'done', not one of ok, skipped, failed"),
+    ("method", 7, "has method 7, not text"),
+])
+def test_a_cell_with_a_field_of_the_wrong_type_is_a_damaged_cell(tmp_path, field, value, message):
+    results = _cells_results(tmp_path / "results")
+    cell = sorted((results / "cells").glob("*.json"))[1]
+    cell.write_text(json.dumps({**json.loads(cell.read_text()), field: value}))
+    assert ResultsStore(results).damaged == {cell.stem: f"cell file {str(cell)!r} {message}"}  # evaluate reruns it
+    with pytest.raises(ValueError, match=r"1 stored cells of .* are damaged \(e.g. .*" + re.escape(message)):
+        build_report([results], tmp_path / "report")
+    result = CliRunner().invoke(app, ["report", "--results", str(results), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 2 and result.output.startswith("error: ") and result.output.count("\n") == 1
+    assert message in result.output and "rerun `equibench evaluate" in result.output
+
+
+def test_a_results_csv_with_a_non_numeric_metric_is_named(tmp_path):
+    rows = _suite_rows("demo", ["1", "2"], np.random.default_rng(3), ENTRIES[:2])
+    rows[2]["accuracy"] = "high"
+    results = _write_results(tmp_path / "results", rows)
+    with pytest.raises(ValueError, match=r"results.csv' is damaged: its accuracy column holds 'high' \(row 3\), not a "
+                                         r"finite number; rerun `equibench evaluate"):
+        build_report([results], tmp_path / "report")
+
+
+def test_a_report_written_inside_a_results_folder_never_makes_it_look_damaged(tmp_path):
+    results = _cells_results(tmp_path / "results")
+    for out in (results / "cells", results):
+        build_report([results], out)
+        assert (out / ".equibench-report.json").is_file()
+    (results / "cells" / ".equibench.lock.json").write_text("{}\n")  # as a report killed while it held the lock
+    (results / "cells" / "..equibench-report.json.abcd1234.tmp").write_text("{}")  # and mid-write
+    store = ResultsStore(results)
+    assert store.damaged == {} and len(store.rows()) == 6
+    assert store.remove_stray_temporaries() == []  # the report's file, not the store's
+    assert len(load_results([results])[0]) == 6

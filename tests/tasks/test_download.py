@@ -162,6 +162,28 @@ def test_a_failing_server_is_retried_with_backoff_then_recovers(tmp_path, monkey
         assert summary.results[0].status == "downloaded"
 
 
+def test_the_timeout_and_the_5xx_errors_apply_to_openmls_sessions_only(tmp_path):
+    """No process-wide patch of requests: during a download, another caller's session still
+    gets a 503 as an answer and waits as long as it asks; openml's sessions raise it and time out."""
+    import requests
+    from openml import _api_calls
+
+    request = requests.Session.request
+    with OpenMLServer(_documents()) as server:
+        server.fail("/task/101", Fault("status", 503), Fault("status", 503), Fault("stall", seconds=2.0))
+        url = f"{server.url}/task/101"
+        with download_module._openml_session(tmp_path, _options(server, timeout_s=0.5)):
+            assert requests.Session.request is request
+            assert requests.get(url).status_code == 503
+            with pytest.raises(requests.HTTPError, match="503"):
+                _api_calls.requests.Session().get(url)
+            started = time.monotonic()
+            with pytest.raises(requests.Timeout):
+                _api_calls.requests.Session().get(url)
+            assert time.monotonic() - started < 1.5
+        assert _api_calls.requests is requests and not any(server.faults.values())
+
+
 def test_unknown_and_unsupported_tasks_fail_at_once_without_retries(tmp_path, monkeypatch):
     monkeypatch.setattr(download_module, "sleep", lambda s: pytest.fail("a permanent error is not retried"))
     documents = _documents()

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from equibench import evaluate_frame
 from equibench.cli import app
+from equibench.errors import InvalidInputError
+from equibench.preprocessing import TableEncoder
 from equibench.tasks.suites import load_suite, load_task
 from equibench.tasks.task import stratified_folds
 
@@ -70,6 +72,10 @@ def test_bad_table_entries_are_one_clear_error(tmp_path, entry, message):
     (lambda f: f.assign(fold=np.arange(len(f)) % 2), "n >= 3"),
     (lambda f: f.assign(fold=np.arange(len(f)) % 4 + 1), "every fold 0..n-1"),
     (lambda f: f.assign(outcome=f["outcome"].where(f.index != 3)), "1 missing values"),
+    # pandas would read the second `outcome` as a feature `outcome.1`: accuracy 1.0, exit 0
+    (lambda f: f.set_axis(["x", "outcome", "colour", "outcome", "fold"], axis=1), "several columns named 'outcome'"),
+    (lambda f: f.assign(outcome="well"), "holds a single class ('well' in all 120 rows)"),
+    (lambda f: f.assign(outcome=np.where(f["fold"] < 2, f["outcome"], "well")), "the train part of fold 0"),
 ])
 def test_bad_tables_are_refused_before_any_cell_runs(tmp_path, change, message):
     change(_table()).to_csv(tmp_path / "data.csv", index=False)
@@ -78,6 +84,53 @@ def test_bad_tables_are_refused_before_any_cell_runs(tmp_path, change, message):
     result = CliRunner().invoke(app, ["evaluate", "--suite", str(suite), "--out", str(tmp_path / "out"),
                                       "--methods", "knn", "--folds", "0"])
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_parquet_table_with_a_repeated_column_name_is_refused_naming_it(tmp_path):
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    frame = _table()
+    names = ["x", "outcome", "outcome"]
+    pq.write_table(pa.table([pa.array(frame[name]) for name in names], names=names), tmp_path / "data.parquet")
+    suite = load_suite(_suite(tmp_path, '{file = "data.parquet", target = "outcome"}'))
+    with pytest.raises(InvalidInputError, match=r"data.parquet' has several columns named 'outcome'"):
+        load_task("file-data", None, suite.files)
+
+
+def test_a_rare_class_without_a_fold_column_is_refused_naming_the_fold(tmp_path):
+    frame = _table(n=60).drop(columns="fold").assign(outcome=["sick"] + ["well"] * 59)
+    with pytest.raises(InvalidInputError, match=r"train part of fold \d of .* holds only class 'well' .* the rarest "
+                                                r"class, 'sick', has 1 rows\): add rows of the rare classes, or give a "
+                                                r"`folds` column"):
+        evaluate_frame(frame, "outcome", tmp_path / "out", methods="knn", folds=0)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda f: f.set_axis(["x", "noise", "outcome", "outcome"], axis=1), "frame has several columns named 'outcome'"),
+    (lambda f: f.assign(outcome=[1, "sick", 2.5] * 40),
+     r"target column 'outcome' of the frame mixes labels of several types: number \(1\), text \('sick'\)"),
+    (lambda f: f.assign(outcome="well"), "holds a single class"),
+])
+def test_evaluate_frame_refuses_repeated_columns_mixed_labels_and_one_class(tmp_path, change, message):
+    with pytest.raises(InvalidInputError, match=message):
+        evaluate_frame(change(_table().drop(columns="fold")), "outcome", tmp_path / "out", methods="knn", folds=0)
+    assert not (tmp_path / "out").exists()
+
+
+def test_evaluate_frame_reads_mixed_object_columns_as_the_classifier_does_and_one_method_name(tmp_path):
+    frame = _table().drop(columns="fold").assign(mixed=pd.Series([1, "a", 2.5, None] * 30, dtype=object),
+                                                 numbers=pd.Series([1, 2.5, None] * 40, dtype=object))
+    summary = evaluate_frame(frame, "outcome", tmp_path / "out", methods="knn", folds=0)  # one name, not k, n, n
+    assert summary.counts == {"ok": 1} and list(summary.methods()) == ["knn"]
+    stored = pd.read_parquet(tmp_path / "out" / "data" / "frame.parquet")
+    assert stored["mixed"].tolist()[:3] == ["1", "a", "2.5"] and stored["mixed"].isna().sum() == 30  # text categories
+    assert stored["numbers"].dtype == float and stored["numbers"].tolist()[:2] == [1.0, 2.5]
+    task = load_task("file-frame", None, load_suite(tmp_path / "out" / "suite.yaml").files)
+    assert task.categorical.tolist() == [False, False, True, True, False]
+    # the classifiers' encoding of the frame given and of the table stored are the same
+    given = TableEncoder(max_features=10).fit_transform(frame.drop(columns="outcome"), task.encoded_labels())
+    np.testing.assert_array_equal(given, TableEncoder(max_features=10).fit_transform(task.X, task.encoded_labels()))
 
 
 def test_cli_evaluates_a_csv_end_to_end_resumes_and_reports(tmp_path):

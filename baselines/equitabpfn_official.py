@@ -1,0 +1,69 @@
+"""The authors' released EquiTabPFN weights, converted by ``equibench convert-official``
+(``official_checkpoint``, ``evaluate --official-checkpoint FILE`` or
+``EQUIBENCH_OFFICIAL_CHECKPOINT``): nothing is downloaded. Without the file the cells are
+skipped with the reason. One member with the official preprocessing, as in the paper's
+tables (``preprocessing="official"``, see docs/OFFICIAL_CHECKPOINT.md); other ensemble sizes
+are skipped, the official multi-member preprocessing not being reproduced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+
+from ..classifier import EquiTabPFNClassifier, PretrainingLimitWarning
+from ..classifier.checkpoints import checkpoint_sha256, resolve_checkpoint, shared_network
+from ..errors import CheckpointError, MethodUnavailableError
+from .base import Method
+from .settings import OfficialEquiTabPFNSettings
+
+ARCH = "equitabpfn"
+
+
+class OfficialEquiTabPFNMethod(Method):
+    name = "equitabpfn-official"
+    settings: OfficialEquiTabPFNSettings
+
+    @classmethod
+    def prepare(cls, settings: OfficialEquiTabPFNSettings) -> OfficialEquiTabPFNSettings:
+        """The file as an absolute path with its sha256, checked to hold a converted official
+        network, when it exists; otherwise as given (its cells are skipped with the reason)."""
+        if not settings.checkpoint or not Path(settings.checkpoint).is_file():
+            return settings
+        path = resolve_checkpoint(settings.checkpoint, ARCH)
+        if not shared_network(path, ARCH).config.official:
+            raise CheckpointError(
+                f"official_checkpoint {str(path)!r} holds an EquiTabPFN trained by equibench, not the authors' "
+                "converted one; write that with `equibench convert-official`, or evaluate this file as "
+                "equitabpfn_checkpoint"
+            )
+        return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=checkpoint_sha256(path))
+
+    def _checkpoint(self) -> Path:
+        if not self.settings.checkpoint:
+            raise MethodUnavailableError("no weights: set official_checkpoint (or EQUIBENCH_OFFICIAL_CHECKPOINT) to the "
+                                         "file `equibench convert-official` wrote")
+        path = Path(self.settings.checkpoint)
+        if not path.is_file():
+            raise MethodUnavailableError(f"no weights: the converted official checkpoint {str(path)!r} is not a file")
+        return path
+
+    def provenance(self) -> dict:
+        return {"checkpoint": f"{Path(self.settings.checkpoint).name} (sha256 {self.settings.checkpoint_sha256})"}
+
+    def _fit(self, X, y, X_val, y_val, n_seen):
+        path = self._checkpoint()
+        if self.settings.n_estimators != 1:
+            raise MethodUnavailableError("the official checkpoint runs with one member (the paper's setting): its "
+                                         "multi-member preprocessing is not reproduced")
+        self.model_ = EquiTabPFNClassifier(
+            checkpoint=shared_network(path, ARCH), n_estimators=1, preprocessing="official",
+            device=self.settings.device, max_train_rows=self.settings.max_train_rows, random_state=self.seed,
+        )
+        with warnings.catch_warnings():  # the context cap and feature selection are the protocol's, not news
+            warnings.simplefilter("ignore", PretrainingLimitWarning)
+            self.model_.fit(X, y)
+
+    def _predict_proba(self, X):
+        return self.model_.predict_proba(X)

@@ -1,0 +1,78 @@
+"""TabICL (Qu et al.) through the ``tabicl`` package, with a checkpoint file the user supplies
+(``tabicl_checkpoint``, ``evaluate --tabicl-checkpoint FILE`` or ``EQUIBENCH_TABICL_CHECKPOINT``):
+nothing is downloaded (``allow_auto_download=False``). Without a checkpoint the cells are
+skipped with the reason. TabICL handles any number of classes itself: beyond its network's
+``max_classes`` it predicts through a hierarchy of classifiers (``support_many_classes``).
+
+The checkpoint is a ``torch.save`` file in the package's own format, a dict with the network's
+``config`` (the ``TabICL`` constructor's keyword arguments) and its ``state_dict``, e.g.
+``tabicl-classifier-v2-20260212.ckpt`` from the authors' release (``pip install tabicl``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from importlib import metadata
+from pathlib import Path
+
+from ..errors import MethodUnavailableError
+from .base import Method, optional_import
+from .settings import TabICLSettings
+
+#: The package's name for a checkpoint given by path (its loader checks the name before the path).
+_CHECKPOINT_VERSION = "tabicl-classifier-v2-20260212.ckpt"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class TabICLMethod(Method):
+    name = "tabicl"
+    settings: TabICLSettings
+
+    @classmethod
+    def prepare(cls, settings: TabICLSettings) -> TabICLSettings:
+        """The checkpoint as an absolute path with its sha256, when it is a file; otherwise as
+        given (its cells are skipped with the reason)."""
+        if not settings.checkpoint or not Path(settings.checkpoint).is_file():
+            return settings
+        path = Path(settings.checkpoint).resolve()
+        return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=_sha256(path))
+
+    def _checkpoint(self) -> Path:
+        if not self.settings.checkpoint:
+            raise MethodUnavailableError(
+                "no weights: set tabicl_checkpoint (or EQUIBENCH_TABICL_CHECKPOINT) to a TabICL checkpoint file"
+            )
+        path = Path(self.settings.checkpoint)
+        if not path.is_file():
+            raise MethodUnavailableError(f"no weights: the TabICL checkpoint {str(path)!r} is not a file")
+        return path
+
+    def provenance(self) -> dict:
+        """The package version and the checkpoint (file name and sha256) this cell ran with."""
+        path = self._checkpoint()  # unavailable (a skipped cell) even when a one-class fold needed no fit
+        with optional_import(self.name):
+            import tabicl  # noqa: F401
+        return {"package": f"tabicl {metadata.version('tabicl')}",
+                "checkpoint": f"{path.name} (sha256 {self.settings.checkpoint_sha256})"}
+
+    def _fit(self, X, y, X_val, y_val, n_seen):
+        path = self._checkpoint()
+        with optional_import(self.name):
+            from tabicl import TabICLClassifier
+        self.model_ = TabICLClassifier(
+            n_estimators=self.settings.n_estimators, model_path=path, allow_auto_download=False,
+            checkpoint_version=_CHECKPOINT_VERSION, support_many_classes=True, device=self.settings.device,
+            use_amp=False, offload_mode=False, random_state=self.seed,  # n_jobs None: the cell sets the threads
+        )
+        self.model_.fit(X, y)
+
+    def _predict_proba(self, X):
+        return self.model_.predict_proba(X)

@@ -1,0 +1,16 @@
+"""The authors' released EquiTabPFN checkpoint in equibench: read it safely, check its
+configuration, map its weights onto :class:`~equibench.model.EquiTabPFN` with
+``official=True`` and write an ordinary equibench checkpoint (``equibench convert-official``).
+
+- :mod:`.unpickle`: the checkpoint file, read without running code from it;
+- :mod:`.run_config`: the run's ``config.yaml``, checked to be an architecture this maps exactly;
+- :mod:`.conversion`: the weight names, the conversion and the model card.
+
+See docs/OFFICIAL_CHECKPOINT.md.
+"""
+
+from .conversion import convert_official, official_network
+from .run_config import OfficialArchitecture, read_run_config
+from .unpickle import read_official_state_dict
+
+__all__ = ["OfficialArchitecture", "convert_official", "official_network", "read_official_state_dict", "read_run_config"]

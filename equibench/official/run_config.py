@@ -1,0 +1,164 @@
+"""The official run's ``config.yaml``: read it and accept only the architecture that
+:class:`~equibench.model.EquiTabPFN` with ``official=True`` computes exactly.
+
+Every key of the model's sections is either mapped (the sizes), required to hold the one
+value that is mapped (the feature and output masks, the decoder, the encoders), or known to
+change nothing at inference (initialisation, dropout in eval mode, activation
+checkpointing); anything else is refused, naming the key. The head count cannot be read
+from the weights (queries, keys and values are packed in one matrix), so it comes from here.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..errors import CheckpointError
+from ..model import ModelConfig
+
+BACKBONE = "equitabpfn.models.equitabpfn.EquiTabPFN"
+TARGET_ENCODER = "equitabpfn.models.encoders.EquiOneHotAndLinear"
+DECODER = "equitabpfn.models.decoders.KDEDecoder"
+#: The forward pads features to exactly this many columns (hard-coded in the official code).
+N_FEATURES = 100
+
+_SIZES = ("emsize", "nlayers", "nhead", "nhid_factor")
+#: Backbone keys that must hold exactly this value (their defaults in the official code).
+_EXACT = {"equivariant_encoder": False, "feature_mask_mode": "Bq2Bk", "output_features": "all_features",
+          "input_normalization": False, "activation": "gelu"}
+#: Backbone keys that change nothing at inference: weight initialisation, training-time
+#: options, and ``pre_norm``, which the official blocks never receive (they are post-LN).
+_INERT = ("dropout", "init_method", "recompute_attn", "pre_norm", "efficient_eval_masking", "tabpfn_zero_weights",
+          "all_layers_same_init", "compile_model")
+_DECODER_MLP_EXACT = {"with_layer_norm": True, "layer_norm_eps": 1, "activation": "gelu"}
+
+
+@dataclass(frozen=True)
+class OfficialArchitecture:
+    """The sizes of an official EquiTabPFN v1 run."""
+
+    d_model: int
+    n_heads: int
+    n_layers: int
+    mlp_hidden: int
+    decoder_hidden: int
+    class_slots: int  # the one-hot width: classes below it are padded with ghost classes
+
+    def model_config(self, class_slots: int | None = None) -> ModelConfig:
+        """The equibench configuration that computes this network (``class_slots`` overrides the run's)."""
+        return ModelConfig(d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
+                           mlp_hidden=self.mlp_hidden, decoder_hidden=self.decoder_hidden, f_max=N_FEATURES,
+                           official=True, min_class_slots=class_slots or self.class_slots)
+
+
+def _section(data, path: str, where: str) -> dict:
+    """``data[a][b]...`` for ``path`` "a.b...", required to be a mapping."""
+    for key in path.split("."):
+        if not isinstance(data, dict) or key not in data:
+            raise CheckpointError(f"{where}: no `{path}` section; pass the config.yaml of an official EquiTabPFN run")
+        data = data[key]
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{where}: `{path}` is not a mapping")
+    return data
+
+
+def _same(value, expected) -> bool:
+    """Equal and of the same kind (True is not 1; 1 and 1.0 are the same number)."""
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return value is expected
+    if isinstance(expected, numbers.Number):
+        return isinstance(value, numbers.Number) and value == expected
+    return value == expected
+
+
+def _refuse_unknown(section: dict, known, path: str, where: str) -> None:
+    unknown = sorted(str(key) for key in section if key not in known)
+    if unknown:
+        raise CheckpointError(f"{where}: `{path}` has keys this conversion does not map: {', '.join(unknown)}; "
+                              "equibench converts the published EquiTabPFN v1 architecture only")
+
+
+def _require(section: dict, expected: dict, path: str, where: str, defaults: bool = True) -> None:
+    for key, value in expected.items():
+        if key not in section and defaults:
+            continue  # the official default, which is this value
+        if key not in section or not _same(section[key], value):
+            raise CheckpointError(f"{where}: `{path}.{key}` is {section.get(key)!r}; this conversion maps only "
+                                  f"{value!r} (the published EquiTabPFN v1)")
+
+
+def _positive_int(section: dict, key: str, path: str, where: str) -> int:
+    value = section.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise CheckpointError(f"{where}: `{path}.{key}` must be a positive integer, got {value!r}")
+    return value
+
+
+def check_run_config(config: dict, where: str = "config.yaml") -> OfficialArchitecture:
+    """The architecture of an official run's parsed ``config.yaml``, refused with a
+    :class:`CheckpointError` naming the key unless every model setting is mapped exactly."""
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{where} is not a YAML mapping; pass the config.yaml of an official EquiTabPFN run")
+    model = _section(config, "model", where)
+    _refuse_unknown(model, ("bkbn", "y_encoder", "logits"), "model", where)
+    if not _same(model.get("logits"), True):
+        raise CheckpointError(f"{where}: `model.logits` is {model.get('logits')!r}; only a network trained on logits "
+                              "(true) is mapped")
+    backbone = _section(config, "model.bkbn", where)
+    if backbone.get("name") != BACKBONE:
+        raise CheckpointError(f"{where}: `model.bkbn.name` is {backbone.get('name')!r}; equibench converts {BACKBONE} "
+                              "(EquiTabPFN v1, the published checkpoint) only")
+    kwargs = _section(config, "model.bkbn.kwargs", where)
+    _refuse_unknown(kwargs, (*_SIZES, *_EXACT, *_INERT, "decoder_kwarg"), "model.bkbn.kwargs", where)
+    _require(kwargs, _EXACT, "model.bkbn.kwargs", where)
+    emsize, nlayers, nhead, nhid_factor = (_positive_int(kwargs, key, "model.bkbn.kwargs", where) for key in _SIZES)
+    if emsize % nhead:
+        raise CheckpointError(f"{where}: `model.bkbn.kwargs.emsize` ({emsize}) is not divisible by `nhead` ({nhead})")
+
+    decoder = _section(config, "model.bkbn.kwargs.decoder_kwarg", where)
+    _refuse_unknown(decoder, ("name", "kwargs"), "model.bkbn.kwargs.decoder_kwarg", where)
+    if decoder.get("name") != DECODER:
+        raise CheckpointError(f"{where}: `model.bkbn.kwargs.decoder_kwarg.name` is {decoder.get('name')!r}; only "
+                              f"{DECODER} (the attention decoder) is mapped")
+    decoder_kwargs = _section(config, "model.bkbn.kwargs.decoder_kwarg.kwargs", where)
+    _refuse_unknown(decoder_kwargs, ("bw", "kernel", "kernel_type", "pointwise_mlp"),  # bw, kernel: unused
+                    "model.bkbn.kwargs.decoder_kwarg.kwargs", where)
+    mlp_path = "model.bkbn.kwargs.decoder_kwarg.kwargs.pointwise_mlp"
+    mlp = _section(config, mlp_path, where)
+    _refuse_unknown(mlp, ("dim_feedforward", "with_layer_norm", "layer_norm_eps", "activation", "dropout"), mlp_path,
+                    where)
+    _require(mlp, _DECODER_MLP_EXACT, mlp_path, where, defaults=False)
+    decoder_width = _positive_int(mlp, "dim_feedforward", mlp_path, where)
+
+    target = _section(config, "model.y_encoder", where)
+    _refuse_unknown(target, ("name", "kwargs"), "model.y_encoder", where)
+    if target.get("name") != TARGET_ENCODER:
+        raise CheckpointError(f"{where}: `model.y_encoder.name` is {target.get('name')!r}; only {TARGET_ENCODER} "
+                              "(the class-equivariant target encoder) is mapped")
+    target_kwargs = _section(config, "model.y_encoder.kwargs", where)
+    _refuse_unknown(target_kwargs, ("num_classes",), "model.y_encoder.kwargs", where)
+    class_slots = _positive_int(target_kwargs, "num_classes", "model.y_encoder.kwargs", where)
+
+    prior = _section(config, "prior", where)
+    if not _same(prior.get("num_features"), N_FEATURES):
+        raise CheckpointError(f"{where}: `prior.num_features` is {prior.get('num_features')!r}; the official network "
+                              f"pads features to exactly {N_FEATURES}, so only {N_FEATURES} is mapped")
+    return OfficialArchitecture(d_model=emsize, n_heads=nhead, n_layers=nlayers, mlp_hidden=emsize * nhid_factor,
+                                decoder_hidden=decoder_width, class_slots=class_slots)
+
+
+def read_run_config(path: str | Path) -> OfficialArchitecture:
+    """The architecture in an official run's ``config.yaml`` file (see :func:`check_run_config`)."""
+    path = Path(path)
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"official run config {str(path)!r} does not exist; pass the run's "
+                              "metadata/config.yaml") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        reason = str(error).strip().split("\n")[0]
+        raise CheckpointError(f"{str(path)!r} is not a readable YAML file ({type(error).__name__}: {reason})") from None
+    return check_run_config(config, str(path))
