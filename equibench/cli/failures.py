@@ -7,7 +7,9 @@ off flags in ``--help`` (Typer writes ``<bool>`` beside ``--dry-run``, as if it 
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 import typer
 from rich.markup import escape
@@ -111,6 +113,9 @@ class CommandGroup(TyperGroup):
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:  # the reader of stdout went away (e.g. `| head`): nothing left to say
+            _silence_stdout()
+            raise typer.Exit(code=1) from None
         except Exception as error:
             code = exit_code(error)
             if code is None:
@@ -118,3 +123,11 @@ class CommandGroup(TyperGroup):
             command = self.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
             output.errors.print(f"[red]error:[/red] {escape(with_flags(message(error), command))}", highlight=False)
             raise typer.Exit(code=code) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush cannot fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # an stdout without a file descriptor (a test runner's) has nothing to flush
+        pass

@@ -115,3 +115,15 @@ def test_pretrain_messages_name_its_flags_never_python_syntax(tmp_path):
     for result in (resume, classes, rows):
         words = re.sub(r"'[^']*'", "", result.stderr)  # the paths quoted aside
         assert not re.search(r"\w=(True|False)\b|Config\.|\b[a-z]+_[a-z_]+\b", words), result.stderr
+
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    # as `equibench evaluate --help | head -1` once head has its line: no "error: Broken pipe"
+    ERRORS["pipe"] = BrokenPipeError(32, "Broken pipe")
+    try:
+        result = CliRunner().invoke(_app(), ["run", "--error", "pipe"])
+    finally:
+        del ERRORS["pipe"]
+    assert result.exit_code == 1
+    assert "error" not in result.output
