@@ -23,15 +23,10 @@ from equibench.devices import resolve_precision
 from equibench.errors import FitStateError
 from equibench.model import CheckpointError
 
+from .common import blobs
+
 EQUI = CHECKPOINTS["equitabpfn"]
 STAR = CHECKPOINTS["tabpfn-star"]
-
-
-def _blobs(n=80, n_features=4, n_classes=3, seed=0):
-    rng = np.random.RandomState(seed)
-    centres = rng.normal(scale=3, size=(n_classes, n_features))
-    y = np.arange(n) % n_classes
-    return centres[y] + rng.normal(size=(n, n_features)), y
 
 
 def _equi(**params):
@@ -63,7 +58,7 @@ def test_float64_passes_sklearns_subset_invariance_check():
 
 
 def test_precisions_agree_and_float64_runs_in_float64():
-    X, y = _blobs()
+    X, y = blobs()
     single = _equi(inference_precision="float32").fit(X, y)
     double = _equi(inference_precision=torch.float64).fit(X, y)
     p_single, p_double = single.predict_proba(X), double.predict_proba(X)
@@ -80,16 +75,16 @@ def test_auto_precision_is_bf16_autocast_on_cuda_only():
     if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         assert resolve_precision("auto", torch.device("cuda")) == (torch.float32, torch.bfloat16)
     with pytest.raises(ValueError, match="inference_precision must be one of"):
-        _equi(inference_precision="float8").fit(*_blobs())
+        _equi(inference_precision="float8").fit(*blobs())
     with pytest.raises(ValueError, match="inference_precision must be one of"):
-        _equi(inference_precision=torch.int64).fit(*_blobs())
+        _equi(inference_precision=torch.int64).fit(*blobs())
 
 
 # -- 4. persistence --------------------------------------------------------------------
 
 
 def test_pickle_of_a_packaged_checkpoint_stores_a_reference():
-    X, y = _blobs()
+    X, y = blobs()
     fitted = EquiTabPFNClassifier(device="cpu", random_state=0, n_estimators=2).fit(X, y)
     assert fitted.checkpoint_reference_["packaged"] == "equitabpfn-small.pt"
     network_bytes = sum(t.numel() * t.element_size() for t in fitted.model_.state_dict().values())
@@ -103,7 +98,7 @@ def test_pickle_of_a_packaged_checkpoint_stores_a_reference():
 
 
 def test_pickle_refuses_a_packaged_checkpoint_that_changed():
-    X, y = _blobs()
+    X, y = blobs()
     fitted = EquiTabPFNClassifier(device="cpu", random_state=0, n_estimators=1).fit(X, y)
     fitted.checkpoint_reference_ = {**fitted.checkpoint_reference_, "sha256": "0" * 64}
     with pytest.raises(CheckpointError, match="has changed since the classifier was fitted"):
@@ -111,7 +106,7 @@ def test_pickle_refuses_a_packaged_checkpoint_that_changed():
 
 
 def test_pickle_of_a_file_checkpoint_keeps_the_network(tmp_path):
-    X, y = _blobs()
+    X, y = blobs()
     copy = tmp_path / "model.pt"
     copy.write_bytes(EQUI.read_bytes())
     fitted = _equi(checkpoint=copy).fit(X, y)
@@ -142,7 +137,7 @@ def test_fit_state_round_trip(tmp_path, classifier_class, checkpoint):
 
 
 def test_fit_state_checks_the_checkpoint_and_the_file(tmp_path):
-    X, y = _blobs()
+    X, y = blobs()
     copy = tmp_path / "model.pt"
     copy.write_bytes(EQUI.read_bytes())
     path = _equi(checkpoint=copy).fit(X, y).save_fit_state(tmp_path / "state.npz")
@@ -159,7 +154,7 @@ def test_fit_state_checks_the_checkpoint_and_the_file(tmp_path):
 
 
 def test_fitted_estimators_do_not_share_a_module():
-    X, y = _blobs()
+    X, y = blobs()
     first, second = _equi().fit(X, y), _equi().fit(X, y)
     assert first.model_ is not second.model_
     before = second.predict_proba(X)
@@ -187,7 +182,7 @@ def test_polars_feature_names_are_recorded_and_checked():
 
 def test_pyarrow_tables_are_frames_too():
     pa = pytest.importorskip("pyarrow")
-    X, y = _blobs()
+    X, y = blobs()
     table = pa.table({f"f{j}": X[:, j] for j in range(X.shape[1])})
     fitted = _equi().fit(table, y)
     assert list(fitted.feature_names_in_) == ["f0", "f1", "f2", "f3"]
@@ -198,7 +193,7 @@ def test_pyarrow_tables_are_frames_too():
 
 
 def test_subsampling_warns_naming_the_parameter_and_can_be_lifted():
-    X, y = _blobs(n=120)
+    X, y = blobs(n=120)
     with pytest.warns(PretrainingLimitWarning, match="max_train_rows=50") as caught:
         fitted = _equi(max_train_rows=50).fit(X, y)
     assert len(caught) == 1 and len(fitted.train_labels_) == 50
@@ -242,7 +237,7 @@ def test_path_checkpoints_clone_and_serialise_as_openml_flows():
     assert estimator.get_params()["checkpoint"] == str(EQUI)
     assert estimator.get_params()["inference_precision"] == "float64"
     cloned = clone(estimator)
-    X, y = _blobs()
+    X, y = blobs()
     np.testing.assert_array_equal(cloned.fit(X, y).predict_proba(X), estimator.fit(X, y).predict_proba(X))
     from openml.extensions.sklearn import SklearnExtension
 
@@ -262,7 +257,7 @@ def test_keyword_only_parameters_and_documented_attributes(classifier_class):
         classifier_class(str(EQUI))
     doc = inspect.getdoc(classifier_class)
     assert "Attributes\n----------" in doc
-    X, y = _blobs()
+    X, y = blobs()
     checkpoint = EQUI if classifier_class is EquiTabPFNClassifier else STAR
     fitted = classifier_class(checkpoint=checkpoint, device="cpu").fit(X, y)
     fitted_attributes = [name for name in vars(fitted) if name.endswith("_") and not name.startswith("_")]

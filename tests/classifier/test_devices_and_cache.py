@@ -14,15 +14,10 @@ from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.devices import resolve_device
 from equibench.errors import InvalidInputError
 
+from .common import blobs
+
 EQUI = str(CHECKPOINTS["equitabpfn"])
 STAR = str(CHECKPOINTS["tabpfn-star"])
-
-
-def _blobs(n=60, n_features=4, n_classes=3, seed=0):
-    rng = np.random.RandomState(seed)
-    centres = rng.normal(scale=3, size=(n_classes, n_features))
-    y = np.arange(n) % n_classes
-    return centres[y] + rng.normal(size=(n, n_features)), y
 
 
 def _equi(**params):
@@ -47,14 +42,14 @@ def test_auto_picks_cuda_then_mps_then_cpu(monkeypatch, cuda, mps, expected):
 def test_a_device_torch_cannot_use_is_refused_at_fit_in_one_line(monkeypatch, device, name):
     _simulate(monkeypatch, cuda=False, mps=False)
     with pytest.raises(InvalidInputError, match=f"cannot use {name} here; use device='auto'") as caught:
-        _equi(device=device).fit(*_blobs())
+        _equi(device=device).fit(*blobs(n=60))
     assert "\n" not in str(caught.value)
     with pytest.raises(InvalidInputError, match="device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got 'meta'"):
-        _equi(device="meta").fit(*_blobs())
+        _equi(device="meta").fit(*blobs(n=60))
 
 
 def test_a_fitted_classifier_moves_with_its_cache(monkeypatch):
-    X, y = _blobs()
+    X, y = blobs(n=60)
     fitted = _equi(fit_mode="fit_with_cache").fit(X, y)
     before = fitted.predict_proba(X)
     assert fitted.to("cpu") is fitted and fitted.get_params()["device"] == "cpu"
@@ -77,7 +72,7 @@ def test_a_fitted_classifier_moves_with_its_cache(monkeypatch):
 
 
 def test_fit_preprocessors_is_low_memory():
-    X, y = _blobs()
+    X, y = blobs(n=60)
     fitted = _equi(fit_mode="fit_preprocessors").fit(X, y)
     assert not hasattr(fitted, "contexts_")
     np.testing.assert_array_equal(fitted.predict_proba(X), _equi().fit(X, y).predict_proba(X))
@@ -89,7 +84,7 @@ def test_fit_preprocessors_is_low_memory():
 @pytest.mark.parametrize("classifier_class, checkpoint", [(EquiTabPFNClassifier, EQUI), (TabPFNStarClassifier, STAR)])
 @pytest.mark.parametrize("precision, itemsize", [("auto", 4), ("bfloat16", 2), ("float16", 2)])
 def test_the_estimate_is_the_cache_built(classifier_class, checkpoint, precision, itemsize):
-    X, y = _blobs()
+    X, y = blobs(n=60)
     fitted = classifier_class(checkpoint=checkpoint, device="cpu", n_estimators=2, fit_mode="fit_with_cache",
                               cache_precision=precision).fit(X, y)
     built = sum(context.nbytes() for context in fitted.contexts_)
@@ -103,7 +98,7 @@ def test_the_estimate_is_the_cache_built(classifier_class, checkpoint, precision
 
 
 def test_a_cache_above_the_limit_is_refused_before_it_is_built(monkeypatch):
-    X, y = _blobs()
+    X, y = blobs(n=60)
     monkeypatch.setattr(estimator_module.PFNClassifier, "_encode_contexts", lambda self: pytest.fail("built"))
     expected = _equi().fit(X, y).estimate_cache_bytes()
     message = (f"would keep about {expected / 1e9:.2f} GB of cached keys and values .* above "
@@ -114,7 +109,7 @@ def test_a_cache_above_the_limit_is_refused_before_it_is_built(monkeypatch):
 
 
 def test_a_half_precision_cache_predicts_like_the_float32_one():
-    X, y = _blobs()
+    X, y = blobs(n=60)
     full = _equi(fit_mode="fit_with_cache", n_estimators=1).fit(X, y)
     for precision in ("bfloat16", "float16"):
         half = _equi(fit_mode="fit_with_cache", n_estimators=1, cache_precision=precision).fit(X, y)
@@ -130,7 +125,7 @@ def test_a_half_precision_cache_predicts_like_the_float32_one():
 ])
 def test_bad_cache_parameters(params, message):
     with pytest.raises(InvalidInputError, match=message):
-        _equi(**params).fit(*_blobs())
+        _equi(**params).fit(*blobs(n=60))
 
 
 def test_info_names_the_device_auto_picks(monkeypatch):

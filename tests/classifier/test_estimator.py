@@ -15,6 +15,8 @@ from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.model import CheckpointError, TooManyClassesError
 from equibench.preprocessing import ensemble_members, expand_one_hot, one_hot_columns
 
+from .common import blobs
+
 EQUI = str(CHECKPOINTS["equitabpfn"])
 STAR = str(CHECKPOINTS["tabpfn-star"])
 
@@ -48,13 +50,6 @@ def test_sklearn_estimator_contract(estimator, check):
     check(estimator)
 
 
-def _blobs(n=80, n_features=4, n_classes=3, seed=0):
-    rng = np.random.RandomState(seed)
-    centres = rng.normal(scale=3, size=(n_classes, n_features))
-    y = np.arange(n) % n_classes
-    return centres[y] + rng.normal(size=(n, n_features)), y
-
-
 def _equi(**params):
     return EquiTabPFNClassifier(checkpoint=EQUI, device="cpu", random_state=0, **params)
 
@@ -72,7 +67,7 @@ def test_golden_predictions_of_the_tiny_checkpoints(arch):
 
 
 def test_string_labels_in_another_order_give_the_same_probabilities():
-    X, y = _blobs(n_classes=4)
+    X, y = blobs(n_classes=4)
     names = np.array(["ant", "bee", "cat", "dog"])
     renamed = np.array(["zebra", "yak", "bee", "ant"])  # a different alphabetical order
     first = _equi(n_estimators=3).fit(X, names[y])
@@ -86,7 +81,7 @@ def test_string_labels_in_another_order_give_the_same_probabilities():
 
 
 def test_tabpfn_star_class_order_matters():
-    X, y = _blobs(n_classes=4)
+    X, y = blobs(n_classes=4)
     first = _star(n_estimators=1).fit(X, y).predict_proba(X)
     second = _star(n_estimators=1).fit(X, (y + 1) % 4).predict_proba(X)
     assert np.abs(np.roll(second, -1, axis=1) - first).max() > 1e-3
@@ -94,7 +89,7 @@ def test_tabpfn_star_class_order_matters():
 
 @pytest.mark.parametrize("make", [_equi, _star])
 def test_same_seed_same_numbers_and_members_differ(make):
-    X, y = _blobs()
+    X, y = blobs()
     a = make(n_estimators=4).fit(X, y).predict_proba(X)
     b = make(n_estimators=4).fit(X, y).predict_proba(X)
     single = make(n_estimators=1).fit(X, y).predict_proba(X)
@@ -105,21 +100,21 @@ def test_same_seed_same_numbers_and_members_differ(make):
 
 @pytest.mark.parametrize("make", [_equi, pytest.param(_star, marks=pytest.mark.slow)])
 def test_batch_size_does_not_change_predictions(make):
-    X, y = _blobs()
+    X, y = blobs()
     full = make(batch_size=1024).fit(X, y).predict_proba(X)
     one_at_a_time = make(batch_size=1).fit(X, y).predict_proba(X)
     np.testing.assert_allclose(one_at_a_time, full, atol=1e-6)
 
 
 def test_softmax_temperature_sharpens():
-    X, y = _blobs()
+    X, y = blobs()
     cold = _equi(softmax_temperature=0.2, n_estimators=1).fit(X, y).predict_proba(X)
     warm = _equi(softmax_temperature=5.0, n_estimators=1).fit(X, y).predict_proba(X)
     assert cold.max(axis=1).mean() > warm.max(axis=1).mean()
 
 
 def test_max_train_rows_takes_a_class_balanced_subsample():
-    X, y = _blobs(n=300, n_classes=3)
+    X, y = blobs(n=300, n_classes=3)
     y = np.where(np.arange(300) < 240, 0, y)  # class 0 dominates
     with pytest.warns(UserWarning, match="max_train_rows=60"):
         model = _equi(max_train_rows=60).fit(X, y)
@@ -129,7 +124,7 @@ def test_max_train_rows_takes_a_class_balanced_subsample():
 
 
 def test_missing_and_infinite_values():
-    X, y = _blobs()
+    X, y = blobs()
     X[::7, 0] = np.nan
     X[3, 1], X[5, 2] = np.inf, -np.inf
     X_test = X[:10].copy()
@@ -140,7 +135,7 @@ def test_missing_and_infinite_values():
 
 
 def test_constant_columns_are_dropped():
-    X, y = _blobs()
+    X, y = blobs()
     X = np.column_stack([X, np.full(len(X), 7.0)])
     model = _equi().fit(X, y)
     assert model.encoder_.columns_.tolist() == [0, 1, 2, 3]
@@ -150,7 +145,7 @@ def test_constant_columns_are_dropped():
 
 @pytest.mark.parametrize("make", [_equi, _star])
 def test_a_single_class_is_predicted_with_certainty(make):
-    X, _ = _blobs()
+    X, _ = blobs()
     model = make().fit(X, np.full(len(X), "only"))
     np.testing.assert_allclose(model.predict_proba(X), 1.0)
     assert (model.predict(X) == "only").all()
@@ -166,13 +161,13 @@ def test_zero_rows_is_an_error():
         _equi().fit(np.zeros((0, 3)), np.zeros(0))
     with pytest.raises(ValueError, match="0 sample"):
         _equi().fit(pd.DataFrame({"a": []}), np.zeros(0))
-    X, y = _blobs()
+    X, y = blobs()
     with pytest.raises(ValueError, match="0 sample"):
         _equi().fit(X, y).predict(np.zeros((0, 4)))
 
 
 def test_mismatched_column_count_at_predict():
-    X, y = _blobs()
+    X, y = blobs()
     model = _equi().fit(X, y)
     with pytest.raises(ValueError, match="expecting 4 features"):
         model.predict(X[:, :3])
@@ -202,7 +197,7 @@ def test_a_thousand_classes_natively():
 
 
 def test_tabpfn_star_refuses_eleven_classes_with_a_pointer_to_ecoc():
-    X, y = _blobs(n=110, n_classes=11)
+    X, y = blobs(n=110, n_classes=11)
     with pytest.raises(TooManyClassesError, match="ECOC"):
         _star().fit(X, y)
 
@@ -236,7 +231,7 @@ def test_object_array_with_strings():
 
 
 def test_sparse_input_is_refused():
-    X, y = _blobs()
+    X, y = blobs()
     with pytest.raises(TypeError, match="dense data is required"):
         _equi().fit(scipy.sparse.csr_matrix(X), y)
 
@@ -288,14 +283,14 @@ def test_default_members_see_categories_as_codes_and_as_one_hot_columns():
 
 
 def test_numeric_tables_are_unaffected_by_the_categorical_encodings():
-    X, y = _blobs()
+    X, y = blobs()
     np.testing.assert_array_equal(
         _equi(categorical_encodings="ordinal").fit(X, y).predict_proba(X), _equi().fit(X, y).predict_proba(X)
     )
 
 
 def test_feature_transforms_choose_each_members_preprocessing():
-    X, y = _blobs()
+    X, y = blobs()
     X = np.exp(X)  # skewed features, so that the quantile map changes the inputs
     plain = _equi(n_estimators=1).fit(X, y).predict_proba(X)
     np.testing.assert_array_equal(_equi(n_estimators=1, feature_transforms="none").fit(X, y).predict_proba(X), plain)
@@ -325,14 +320,14 @@ def test_feature_transforms_choose_each_members_preprocessing():
     ],
 )
 def test_bad_parameters(params, message):
-    X, y = _blobs()
+    X, y = blobs()
     with pytest.raises(ValueError, match=message):
         EquiTabPFNClassifier(**{"checkpoint": EQUI, "device": "cpu", **params}).fit(X, y)
 
 
 def test_default_checkpoint_is_a_clear_error_until_one_ships(monkeypatch, tmp_path):
     monkeypatch.setattr("equibench.model.checkpoint.packaged_checkpoint_dir", lambda: tmp_path)
-    X, y = _blobs()
+    X, y = blobs()
     with pytest.raises(CheckpointError, match="no pretrained equitabpfn checkpoint ships"):
         EquiTabPFNClassifier().fit(X, y)
 
@@ -341,7 +336,7 @@ def test_a_model_object_is_accepted():
     from equibench.model import load_checkpoint
 
     model, _ = load_checkpoint(EQUI)
-    X, y = _blobs()
+    X, y = blobs()
     from_object = EquiTabPFNClassifier(checkpoint=model, device="cpu", random_state=0).fit(X, y)
     np.testing.assert_array_equal(from_object.predict_proba(X), _equi().fit(X, y).predict_proba(X))
 
@@ -353,5 +348,5 @@ def test_packaged_checkpoints_load_by_default_and_fit_training_data(classifier_c
 
     classifier = classifier_class(device="cpu", random_state=0)
     check_classifiers_train(classifier_class.__name__, classifier)
-    X, y = _blobs()
+    X, y = blobs()
     assert classifier.fit(X, y).model_.arch == classifier_class._arch

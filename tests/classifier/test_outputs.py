@@ -14,15 +14,10 @@ from sklearn.exceptions import NotFittedError
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier, classifier_for
 from equibench.errors import InvalidInputError
 
+from .common import blobs
+
 EQUI = str(CHECKPOINTS["equitabpfn"])
 STAR = str(CHECKPOINTS["tabpfn-star"])
-
-
-def _blobs(n=60, n_features=4, n_classes=3, seed=0):
-    rng = np.random.RandomState(seed)
-    centres = rng.normal(scale=3, size=(n_classes, n_features))
-    y = np.arange(n) % n_classes
-    return centres[y] + rng.normal(size=(n, n_features)), y
 
 
 def _equi(**params):
@@ -37,7 +32,7 @@ def _star(**params):
 
 
 def test_two_default_fits_agree_and_none_draws_fresh_randomness():
-    X, y = _blobs(n=120)
+    X, y = blobs(n=120)
     assert _equi().get_params()["random_state"] == 0
     first, second = _equi(max_train_rows=40), _equi(max_train_rows=40)
     with pytest.warns(UserWarning, match="max_train_rows"):
@@ -54,7 +49,7 @@ def test_two_default_fits_agree_and_none_draws_fresh_randomness():
 
 @pytest.mark.parametrize("make", [_equi, _star])
 def test_log_proba_and_logits_agree_with_proba(make):
-    X, y = _blobs()
+    X, y = blobs(n=60)
     fitted = make(n_estimators=3).fit(X, y)
     proba, log_proba = fitted.predict_proba(X), fitted.predict_log_proba(X)
     np.testing.assert_allclose(np.exp(log_proba), proba, rtol=0, atol=1e-12)
@@ -67,7 +62,7 @@ def test_log_proba_and_logits_agree_with_proba(make):
 
 
 def test_log_proba_is_finite_where_a_probability_underflows():
-    X, y = _blobs()
+    X, y = blobs(n=60)
     fitted = _equi(n_estimators=2, softmax_temperature=1e-4).fit(X, y)
     assert (fitted.predict_proba(X) == 0).any()
     log_proba = fitted.predict_log_proba(X)
@@ -77,7 +72,7 @@ def test_log_proba_is_finite_where_a_probability_underflows():
 
 @pytest.mark.parametrize("mode", ["low_memory", "fit_with_cache"])
 def test_equitabpfn_embeddings_are_the_decoders_inputs(mode):
-    X, y = _blobs()
+    X, y = blobs(n=60)
     fitted = _equi(n_estimators=1, fit_mode="fit_with_cache").fit(X, y)
     other = _equi(n_estimators=1, fit_mode=mode).fit(X, y)
     embeddings = other.get_embeddings(X[:7])
@@ -93,7 +88,7 @@ def test_equitabpfn_embeddings_are_the_decoders_inputs(mode):
 
 @pytest.mark.parametrize("mode", ["low_memory", "fit_with_cache"])
 def test_tabpfn_star_embeddings_are_the_decoders_inputs(mode):
-    X, y = _blobs()
+    X, y = blobs(n=60)
     fitted = _star(n_estimators=1, fit_mode=mode).fit(X, y)
     embeddings = fitted.get_embeddings(X[:7])
     assert embeddings.shape == (1, 7, fitted.model_.config.d_model)
@@ -109,7 +104,7 @@ def test_outputs_need_a_fit():
 
 
 def test_ecoc_beyond_the_class_limit_has_the_same_outputs():
-    X, y = _blobs(n=72, n_classes=12)
+    X, y = blobs(n=72, n_classes=12)
     ecoc = classifier_for(STAR, n_classes=12, n_estimators=1, device="cpu").fit(X, y)
     proba = ecoc.predict_proba(X)
     np.testing.assert_allclose(np.exp(ecoc.predict_log_proba(X)), proba, rtol=0, atol=1e-12)
@@ -120,7 +115,7 @@ def test_ecoc_beyond_the_class_limit_has_the_same_outputs():
 
 
 def test_sample_weight_is_refused_with_the_reason():
-    X, y = _blobs()
+    X, y = blobs(n=60)
     with pytest.raises(InvalidInputError, match="sample_weight is not supported: the network conditions on the"):
         _equi().fit(X, y, sample_weight=np.ones(len(y)))
     with pytest.raises(TypeError, match="fit\\(\\) takes only X and y, got groups"):
