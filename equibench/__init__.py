@@ -1,5 +1,6 @@
 """equibench: pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines."""
 
+from ._lazy import lazy_exports
 from ._version import __version__
 from .errors import EquibenchError  # noqa: F401 (public)
 
@@ -20,13 +21,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -6,6 +6,8 @@ Modules: ``task`` (a task and its folds, the demo tasks), ``suites`` (suites and
 ``download``, ``cache_check`` and ``cache_manifest`` (fetching and checking a cache).
 """
 
+from .._lazy import lazy_exports
+
 # Loaded on first use: `equibench suites` reads the suites without numpy, pandas or scikit-learn.
 _LAZY = {
     "check_cache": "cache_check",
@@ -18,13 +20,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
