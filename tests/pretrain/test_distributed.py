@@ -20,7 +20,8 @@ def test_two_process_data_parallel_training(tmp_path):
     command = [torchrun, "--standalone", "--nproc-per-node", "2", "--no-python", "equibench", "pretrain",
                "--out", str(tmp_path), "--size", "tiny", "--steps", "3", "--batch-size", "2", "--rows", "64",
                "--device", "cpu", "--no-bundled-validation", "--no-progress", "--checkpoint-every", "2"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # torchrun finds `equibench` on PATH: this Python's, activated or not
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])}
     # both processes agree to stop at the time limit (after step 1), then resume
     stopped = subprocess.run([*command, "--time-limit", "1e-9"], check=True, timeout=300, env=env, cwd=tmp_path,
                              capture_output=True, text=True)
