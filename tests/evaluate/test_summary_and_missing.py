@@ -230,6 +230,21 @@ def test_a_damaged_cached_file_is_named_never_called_missing(tmp_path, cache, of
     assert load_task(102, damaged).n_folds == 10  # an intact task of the same cache
 
 
+def test_loading_keeps_every_file_of_the_cache_and_leaves_no_folder_of_its_own(tmp_path, cache, offline):
+    copy = Path(shutil.copytree(cache, tmp_path / "copy"))
+    (copy / "notes.txt").write_text("mine")  # a user's file beside openml's
+    (server_dir(copy) / "tasks" / "101" / "mine.txt").write_text("mine too")
+    DAMAGES["garbage task.xml"][1](server_dir(copy) / "tasks" / "102" / "task.xml")
+    before = {path.relative_to(copy) for path in copy.rglob("*") if path.is_file()}
+    assert load_task(101, copy).n_folds == 10
+    with pytest.raises(TaskUnavailableError):
+        load_task(102, copy)
+    after = {path.relative_to(copy) for path in copy.rglob("*") if path.is_file()}
+    assert {Path("notes.txt"), server_dir(Path()) / "tasks" / "101" / "mine.txt"} <= after
+    assert {path for path in before if path.parts[-3:-1] != ("tasks", "102")} <= after  # openml's own removal aside
+    assert not list(copy.glob(".equibench-kept-*"))
+
+
 @pytest.mark.parametrize("damage", ["appended row", "garbage task.xml"])
 def test_a_damaged_cached_task_is_a_failure_naming_the_file(tmp_path, cache, offline, damage):
     damaged = tmp_path / "damaged"
