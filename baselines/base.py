@@ -86,6 +86,11 @@ class Method(ABC):
         file), beside its settings; none by default."""
         return {}
 
+    def context_summary(self, X: np.ndarray) -> dict:
+        """For the PFN methods, how their contexts served the test rows X: the strategy used
+        ("subsample" or "local"), the groups and the mean rows and classes per context; none by default."""
+        return {}
+
     @abstractmethod
     def _fit(self, X: np.ndarray, y: np.ndarray, X_val, y_val, n_seen: int) -> None:
         """Fit on labels ``0..n_seen-1`` (all present in y); X_val/y_val may be None."""

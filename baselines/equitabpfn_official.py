@@ -59,8 +59,9 @@ class OfficialEquiTabPFNMethod(Method):
                                          "multi-member preprocessing is not reproduced")
         self.model_ = EquiTabPFNClassifier(
             checkpoint=shared_network(path, ARCH), n_estimators=1, preprocessing="official",
-            device=self.settings.device, max_train_rows=self.settings.max_train_rows, random_state=self.seed,
-        )
+            device=self.settings.device, max_train_rows=self.settings.max_train_rows, context="subsample",
+            random_state=self.seed,
+        )  # the paper's protocol: a subsample above the cap
         with warnings.catch_warnings():  # the context cap and feature selection are the protocol's, not news
             warnings.simplefilter("ignore", PretrainingLimitWarning)
             self.model_.fit(X, y)

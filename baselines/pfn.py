@@ -30,17 +30,25 @@ class PFNMethod(Method):
         shared_network(path, cls.name)
         return dataclasses.replace(settings, checkpoint=str(path))
 
-    def _model(self, n_seen: int):
-        """The classifier of these settings for ``n_seen`` classes (ECOC beyond the network's limit)."""
+    def _model(self, n_seen: int, n_rows: int):
+        """The classifier of these settings for ``n_seen`` classes and ``n_rows`` training rows
+        (ECOC beyond the network's class limit, unless local contexts handle the classes)."""
         network = shared_network(self.settings.checkpoint, self.name)
-        return classifier_for(network, n_seen, n_estimators=self.settings.n_estimators, device=self.settings.device,
-                              max_train_rows=self.settings.max_train_rows, random_state=self.seed)
+        return classifier_for(network, n_seen, n_rows, n_estimators=self.settings.n_estimators,
+                              device=self.settings.device, max_train_rows=self.settings.max_train_rows,
+                              context=self.settings.context, random_state=self.seed)
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        self.model_ = self._model(n_seen)
+        self.model_ = self._model(n_seen, len(X))
         with warnings.catch_warnings():  # the context cap and feature selection are the protocol's, not news
             warnings.simplefilter("ignore", PretrainingLimitWarning)
             self.model_.fit(X, y)
 
     def _predict_proba(self, X):
         return self.model_.predict_proba(X)
+
+    def context_summary(self, X) -> dict:
+        if len(self.seen_classes_) < 2:
+            return {}
+        model = self.model_.estimators_[0] if hasattr(self.model_, "estimators_") else self.model_  # ECOC: its first
+        return {"context": model.context_, **{f"context_{name}": value for name, value in model.context_summary(X).items()}}

@@ -18,8 +18,12 @@ from dataclasses import dataclass
 
 from ..errors import InvalidInputError
 
-#: The PFN context cap of the protocol: a class-balanced subsample above it.
+#: The PFN context cap of the protocol: local contexts above it (context "auto"), or with
+#: context "subsample" a stratified random subsample of this many rows.
 MAX_TRAIN_ROWS = 3000
+#: The PFN methods' context strategies (the classifiers' ``context``); "auto" is the default
+#: variant (named by its ensemble size alone), the others add their name: ``n1-subsample``.
+CONTEXTS = ("auto", "subsample", "local")
 #: The neural baselines' training loop (TabZilla protocol).
 BATCH_SIZE = 128
 MAX_EPOCHS = 500
@@ -39,10 +43,14 @@ class MethodOptions:
     tabpfn_star_checkpoint: str = "default"
     max_train_rows: int = MAX_TRAIN_ROWS
     device: str = "cpu"  # of the PFN methods
+    contexts: tuple[str, ...] = ("auto",)  # context strategies of the PFN methods: one variant each
 
     def __post_init__(self) -> None:
         if not self.ensembles or min(self.ensembles) < 1:
             raise InvalidInputError(f"ensemble sizes must be positive integers, got {list(self.ensembles)}")
+        bad = [c for c in self.contexts if c not in CONTEXTS]
+        if not self.contexts or bad or len(set(self.contexts)) != len(self.contexts):
+            raise InvalidInputError(f"contexts must be distinct names among {', '.join(CONTEXTS)}, got {list(self.contexts)}")
         if self.max_train_rows < 1:
             raise InvalidInputError(f"max_train_rows must be positive, got {self.max_train_rows}")
 
@@ -69,7 +77,8 @@ class Settings:
         return "default"
 
     def variants(self, ensembles: tuple[int, ...]) -> list[Settings]:
-        """The settings of each variant a run evaluates."""
+        """The settings of each variant a run evaluates (PFN methods: also one per context strategy
+        of ``MethodOptions.contexts``, recorded in their settings)."""
         return [self]
 
     def fingerprint(self) -> dict:
@@ -100,9 +109,15 @@ class EnsembleSettings(Settings):
 
 def ensemble_size(variant: str) -> int | None:
     """The ensemble size a stored variant names (the inverse of ``EnsembleSettings.variant``,
-    for readers of results that hold only the name); None for other variants."""
-    digits = variant.removeprefix(_ENSEMBLE_PREFIX)
-    return int(digits) if digits != variant and digits.isdecimal() else None
+    for readers of results that hold only the name; ``n4-subsample`` is 4); None for other variants."""
+    digits = variant.split("-", 1)[0].removeprefix(_ENSEMBLE_PREFIX)
+    return int(digits) if variant.startswith(_ENSEMBLE_PREFIX) and digits.isdecimal() else None
+
+
+def context_strategy(variant: str) -> str:
+    """The context strategy a stored PFN variant names: ``n4-subsample`` -> "subsample", ``n4`` -> "auto"."""
+    _, _, strategy = variant.partition("-")
+    return strategy or "auto"
 
 
 @dataclass(frozen=True)
@@ -113,15 +128,34 @@ class PFNSettings(EnsembleSettings):
     checkpoint: str = "default"
     max_train_rows: int = MAX_TRAIN_ROWS
     device: str = "cpu"
+    contexts: tuple[str, ...] = ("auto",)  # the run's strategies; a variant holds one
+
+    @property
+    def context(self) -> str:
+        """The context strategy of this variant (the first of ``contexts``)."""
+        return self.contexts[0]
+
+    @property
+    def variant(self) -> str:
+        size = f"{_ENSEMBLE_PREFIX}{self.n_estimators}"
+        return size if self.context == "auto" else f"{size}-{self.context}"
+
+    def variants(self, ensembles: tuple[int, ...]) -> list[Settings]:
+        return [dataclasses.replace(self, n_estimators=size, contexts=(context,))
+                for context in self.contexts for size in ensembles]
 
     def fingerprint(self) -> dict:
         # The classifier's default feature transforms shape the numbers too. Its categorical
-        # encodings do not: TabZilla's preprocessing hands it numeric columns only.
+        # encodings do not: TabZilla's preprocessing hands it numeric columns only. The
+        # context rules above the cap (each variant names its strategy).
         from ..classifier.checkpoints import checkpoint_sha256
-        from ..preprocessing import FEATURE_TRANSFORMS
+        from ..classifier.local_context import LOCAL_GROUP_SIZE, LOCAL_MAX_ROWS, LOCAL_NEIGHBORS
+        from ..preprocessing import CONTEXT_CLASS_FLOOR, FEATURE_TRANSFORMS
 
         return {"checkpoint_sha256": checkpoint_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows,
-                "feature_transforms": list(FEATURE_TRANSFORMS)}
+                "feature_transforms": list(FEATURE_TRANSFORMS),
+                "subsample": {"stratified": True, "class_floor": CONTEXT_CLASS_FLOOR},
+                "local": {"neighbors": LOCAL_NEIGHBORS, "group_size": LOCAL_GROUP_SIZE, "max_rows": LOCAL_MAX_ROWS}}
 
     def work(self, n_train: float) -> float:
         return min(n_train, self.max_train_rows) * self.n_estimators
@@ -131,14 +165,16 @@ class PFNSettings(EnsembleSettings):
 class EquiTabPFNSettings(PFNSettings):
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(checkpoint=options.equitabpfn_checkpoint, max_train_rows=options.max_train_rows, device=options.device)
+        return cls(checkpoint=options.equitabpfn_checkpoint, max_train_rows=options.max_train_rows, device=options.device,
+                   contexts=tuple(options.contexts))
 
 
 @dataclass(frozen=True)
 class TabPFNStarSettings(PFNSettings):
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(checkpoint=options.tabpfn_star_checkpoint, max_train_rows=options.max_train_rows, device=options.device)
+        return cls(checkpoint=options.tabpfn_star_checkpoint, max_train_rows=options.max_train_rows, device=options.device,
+                   contexts=tuple(options.contexts))
 
 
 @dataclass(frozen=True)

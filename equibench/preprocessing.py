@@ -1,5 +1,5 @@
 """Turning user tables into PFN inputs: encoding, column filtering, feature selection,
-per-member transforms (feature map, categorical encoding) and class-balanced subsampling.
+per-member transforms (feature map, categorical encoding) and stratified subsampling.
 Everything is fitted on train rows."""
 
 from __future__ import annotations
@@ -273,25 +273,37 @@ def _infinite_as_nan(values: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(values), np.nan, values)
 
 
-def balanced_subsample(y: np.ndarray, n_rows: int, rng: np.random.RandomState) -> np.ndarray:
-    """Sorted indices of at most ``n_rows`` rows, as class-balanced as the counts allow:
-    every class gets the same quota, and quota left unused by small classes goes to the
-    others. Every class keeps at least one row when ``n_rows`` >= number of classes."""
-    classes, counts = np.unique(y, return_counts=True)
+#: The fewest rows a class keeps in a subsampled context (or all its rows, if it has fewer), so
+#: that every class of the table is present in the context; the rest of the context follows
+#: the table's class proportions.
+CONTEXT_CLASS_FLOOR = 10
+
+
+def stratified_subsample(y: np.ndarray, n_rows: int, rng: np.random.RandomState,
+                         class_floor: int = CONTEXT_CLASS_FLOOR) -> np.ndarray:
+    """Sorted indices of at most ``n_rows`` random rows that keep the class proportions of ``y``.
+
+    Each class first gets ``min(its count, class_floor)`` rows (the floor shrinks to
+    ``n_rows // n_classes`` when the floors would not fit, and with fewer rows than classes the
+    most frequent classes get one row each); the remaining rows are shared in proportion to
+    the classes' remaining counts (largest remainders first, ties to the earlier class). The
+    prior the network sees is therefore the table's, except that classes rarer than the floor
+    gain a few rows. All rows when ``n_rows >= len(y)``.
+    """
     if n_rows >= len(y):
         return np.arange(len(y))
-    take = np.zeros_like(counts)
-    remaining = n_rows
-    open_classes = np.ones(len(classes), dtype=bool)
-    while remaining > 0 and open_classes.any():
-        quota = max(remaining // open_classes.sum(), 1)
-        for j in np.flatnonzero(open_classes):
-            extra = min(quota, counts[j] - take[j], remaining)
-            take[j] += extra
-            remaining -= extra
-            if take[j] == counts[j]:
-                open_classes[j] = False
-            if remaining == 0:
-                break
+    classes, counts = np.unique(y, return_counts=True)
+    if n_rows < len(classes):
+        take = np.zeros_like(counts)
+        take[np.argsort(-counts, kind="stable")[:n_rows]] = 1
+    else:
+        take = np.minimum(counts, min(class_floor, n_rows // len(classes)))
+        remaining = (counts - take).astype(np.int64)
+        shared = (n_rows - take.sum()) * remaining  # exact integers: class j's share is shared[j] / total
+        total = remaining.sum()
+        extra, fraction = shared // total, shared % total
+        left = n_rows - take.sum() - extra.sum()
+        extra[np.argsort(-fraction, kind="stable")[:left]] += 1  # a positive fraction: never past a class's rows
+        take = take + extra
     chosen = [rng.choice(np.flatnonzero(y == c), size=t, replace=False) for c, t in zip(classes, take)]
     return np.sort(np.concatenate(chosen))

@@ -15,6 +15,7 @@ from ..baselines.ecoc import ecoc_beyond
 from ..errors import CheckpointError
 from .checkpoints import shared_network
 from .estimator import DEFAULT_RANDOM_STATE, PFNClassifier, PretrainingLimitWarning
+from .local_context import uses_local_context
 
 __all__ = ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "classifier_for"]
 
@@ -68,8 +69,10 @@ class EquiTabPFNClassifier(PFNClassifier):
     softmax_temperature : float, default=0.8
         Logits are divided by it before the softmax.
     max_train_rows : int, default=3000
-        Above this many training rows, a class-balanced random subsample is the context
-        (with a :class:`PretrainingLimitWarning`).
+        Above this many training rows, a random subsample of this many rows is the context
+        (with a :class:`PretrainingLimitWarning`): stratified, so it keeps the table's class
+        proportions, except that every class keeps at least
+        ``preprocessing.CONTEXT_CLASS_FLOOR`` (10) rows (or all it has).
     ignore_pretraining_limits : bool, default=False
         If True, every training row is the context however many there are (memory and
         time grow with it) and no :class:`PretrainingLimitWarning` is issued. The network
@@ -102,6 +105,28 @@ class EquiTabPFNClassifier(PFNClassifier):
         train-row normalisation, constant columns dropped, outlier squashing, x 100 / F), for
         their checkpoint converted by ``equibench convert-official``; needs
         ``n_estimators=1`` (docs/OFFICIAL_CHECKPOINT.md).
+    context : {"auto", "subsample", "local"}, default="auto"
+        Which training rows each test row sees. "subsample": one context for every test
+        row, all training rows up to ``max_train_rows`` and a stratified subsample above.
+        "local": the test rows of one predict are grouped by k-means (about
+        ``local_group_size`` rows a group) and each group's context is the union of its
+        rows' ``local_neighbors`` nearest training rows (Euclidean on the standardised
+        encoded columns), nearest first, at most ``local_max_rows``; each member's feature
+        transform is fitted on that context. A group's context holds only some classes: the
+        others get probability 0 for its rows (EquiTabPFN: exact by equivariance; TabPFN*:
+        error-correcting output codes within a context past its class limit). A row's
+        prediction then depends on the rows predicted with it (its group); the same rows and
+        seed give the same predictions. "auto": "local" above ``max_train_rows`` training
+        rows (unless ``ignore_pretraining_limits``), "subsample" up to it, where it changes
+        nothing. docs/EVALUATE.md says when local contexts pay and what they cost.
+    local_neighbors : int, default=20
+        With local contexts: the nearest training rows each test row brings to its group's context.
+    local_group_size : int, default=25
+        With local contexts: the test rows per group (k-means on the rows predicted together,
+        4096 at a time); larger groups share a context among more rows (faster, less local).
+    local_max_rows : int, default=1000
+        With local contexts: the most rows of a context (about the pretraining length); the
+        nearest are kept.
 
     Attributes
     ----------
@@ -123,10 +148,19 @@ class EquiTabPFNClassifier(PFNClassifier):
         The fitted column encoding and feature selection.
     transforms_ : list of MemberTransform
         The fitted per-member feature transforms, one per ensemble member.
-    train_features_ : list of torch.Tensor of shape (n_context, n_used_features)
-        The transformed context rows of each member.
+    context_ : {"subsample", "local"}
+        The context strategy this fit uses (``context`` with "auto" resolved).
+    train_features_ : list of torch.Tensor of shape (n_context, n_used_features), or None
+        The transformed context rows of each member; None with local contexts, whose members
+        transform each group's context at predict.
     train_labels_ : torch.Tensor of shape (n_context,)
-        The context rows' labels as positions in ``classes_``.
+        The context rows' labels as positions in ``classes_`` (every training row with local contexts).
+    train_values_ : ndarray of shape (n_samples, n_used_columns)
+        With local contexts only: every training row as ``encoder_`` encodes it.
+    neighbours_ : NeighbourIndex
+        With local contexts only: the training rows' nearest-neighbour index (rebuilt when unpickled).
+    local_seed_ : int
+        With local contexts only: the seed of the grouping of test rows.
     contexts_ : list of Context
         With ``fit_mode="fit_with_cache"`` only: each member's cached train side.
 
@@ -180,9 +214,9 @@ class TabPFNStarClassifier(PFNClassifier):
         The checkpoint file by name or path and sha256; None for a model object.
     device_ : torch.device
         The device the network runs on.
-    encoder_, transforms_, train_features_, train_labels_, contexts_
-        The fitted preprocessing, context and (fit_with_cache) cache, as for
-        :class:`EquiTabPFNClassifier`.
+    context_, encoder_, transforms_, train_features_, train_labels_, train_values_, neighbours_, local_seed_, contexts_
+        The context strategy, fitted preprocessing, context, local-context index and
+        (fit_with_cache) cache, as for :class:`EquiTabPFNClassifier`.
 
     Notes
     -----
@@ -200,7 +234,7 @@ class TabPFNStarClassifier(PFNClassifier):
 _CLASSIFIERS = {classifier._arch: classifier for classifier in (EquiTabPFNClassifier, TabPFNStarClassifier)}
 
 
-def classifier_for(checkpoint="default", n_classes: int | None = None, **params):
+def classifier_for(checkpoint="default", n_classes: int | None = None, n_rows: int | None = None, **params):
     """The classifier for ``checkpoint``'s architecture: ``EquiTabPFNClassifier`` or
     ``TabPFNStarClassifier(checkpoint=checkpoint, **params)``.
 
@@ -210,14 +244,20 @@ def classifier_for(checkpoint="default", n_classes: int | None = None, **params)
     :class:`~equibench.errors.CheckpointError`. When ``n_classes`` exceeds the network's class
     limit (TabPFN*'s ``max_classes``; EquiTabPFN has none), the result is an
     ``ECOCClassifier`` of single-member classifiers whose redundancy is ``n_estimators``,
-    seeded by ``random_state``.
+    seeded by ``random_state``; except when the classifier will use local contexts for
+    ``n_rows`` training rows (``context`` "local", or "auto" above ``max_train_rows``): it then
+    takes any number of classes itself, with ECOC only within a context past the limit.
     """
     network = shared_network(checkpoint)
     classifier = _CLASSIFIERS.get(getattr(network, "arch", None))
     if classifier is None:
         raise CheckpointError(f"checkpoint is a {type(network).__name__}, not an EquiTabPFN or TabPFN* network")
-    if n_classes is None or network.class_limit is None:
+    defaults = PFNClassifier.__init__.__kwdefaults__
+    local = n_rows is not None and uses_local_context(
+        params.get("context", defaults["context"]), n_rows, params.get("max_train_rows", defaults["max_train_rows"]),
+        params.get("ignore_pretraining_limits", defaults["ignore_pretraining_limits"]))
+    if n_classes is None or network.class_limit is None or local:
         return classifier(checkpoint=checkpoint, **params)
-    n_estimators = params.pop("n_estimators", PFNClassifier.__init__.__kwdefaults__["n_estimators"])
+    n_estimators = params.pop("n_estimators", defaults["n_estimators"])
     return ecoc_beyond(lambda members: classifier(checkpoint=checkpoint, n_estimators=members, **params),
                        n_classes, network.class_limit, n_estimators, params.get("random_state", DEFAULT_RANDOM_STATE))

@@ -25,11 +25,20 @@ from ..preprocessing import (
     FEATURE_TRANSFORMS,
     MemberTransform,
     TableEncoder,
-    balanced_subsample,
     ensemble_members,
+    stratified_subsample,
 )
 from .checkpoints import load_model, model_from_reference
 from .fit_state import load_fit_state, save_fit_state
+from .local_context import (
+    CONTEXTS,
+    LOCAL_GROUP_SIZE,
+    LOCAL_MAX_ROWS,
+    LOCAL_NEIGHBORS,
+    NeighbourIndex,
+    uses_local_context,
+)
+from .local_prediction import LocalPrediction
 from .official_preprocessing import OfficialTransform
 from .prediction import CACHE_PRECISIONS, EnsemblePrediction
 
@@ -97,7 +106,7 @@ def _label_array(y: np.ndarray) -> np.ndarray:
     return y
 
 
-class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
+class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEstimator):
     """Shared implementation; subclasses fix the architecture."""
 
     _arch: str = ""
@@ -122,6 +131,10 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         cache_precision: str = "auto",
         cache_memory_limit_gb: float | None = 4.0,
         preprocessing: str = "equibench",
+        context: str = "auto",
+        local_neighbors: int = LOCAL_NEIGHBORS,
+        local_group_size: int = LOCAL_GROUP_SIZE,
+        local_max_rows: int = LOCAL_MAX_ROWS,
     ):
         self.checkpoint = checkpoint
         self.n_estimators = n_estimators
@@ -139,6 +152,10 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         self.cache_precision = cache_precision
         self.cache_memory_limit_gb = cache_memory_limit_gb
         self.preprocessing = preprocessing
+        self.context = context
+        self.local_neighbors = local_neighbors
+        self.local_group_size = local_group_size
+        self.local_max_rows = local_max_rows
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -162,7 +179,7 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y, **fit_params):
         """Store the training context: labels, fitted preprocessing and, per ensemble
-        member, the transformed training rows (class-balanced subsample above
+        member, the transformed training rows (a stratified random subsample above
         ``max_train_rows`` unless ``ignore_pretraining_limits``). ``sample_weight`` is not
         supported (refused with the reason); no other fit parameter exists."""
         if "sample_weight" in fit_params:
@@ -170,6 +187,8 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         if fit_params:
             raise TypeError(f"fit() takes only X and y, got {', '.join(sorted(fit_params))}")
         transforms, encodings = self._check_params()
+        for name in ("contexts_", "train_values_", "neighbours_", "local_seed_"):  # of an earlier fit
+            self.__dict__.pop(name, None)
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
@@ -183,15 +202,17 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         self.model_, self.checkpoint_reference_ = load_model(self.checkpoint, self._arch)
         self.device_ = resolve_device(self.device)
         resolve_precision(self.inference_precision, self.device_)
+        local = uses_local_context(self.context, len(y), self.max_train_rows, self.ignore_pretraining_limits)
+        self.context_ = "local" if local else "subsample"
         limit = self.model_.class_limit
-        if limit is not None and n_classes > limit:
+        if limit is not None and n_classes > limit and not local:
             raise TooManyClassesError.for_counts(limit, n_classes)
-        cap = len(y) if self.ignore_pretraining_limits else self.max_train_rows
-        rows = balanced_subsample(y_encoded, cap, rng)
+        cap = len(y) if self.ignore_pretraining_limits or local else self.max_train_rows
+        rows = stratified_subsample(y_encoded, cap, rng)
         if len(rows) < len(y):
             self._warn_limit(
                 f"{len(y)} training rows exceed max_train_rows={self.max_train_rows}: the context is a "
-                f"class-balanced subsample of {len(rows)} rows. Raise max_train_rows, or pass "
+                f"random subsample of {len(rows)} rows in the table's class proportions. Raise max_train_rows, or pass "
                 "ignore_pretraining_limits=True to use every row (more memory and time)"
             )
         X_rows = X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
@@ -211,9 +232,15 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
                 self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts, transforms, encodings
             )
             self.transforms_ = [MemberTransform(spec, f_max) for spec in specs]
+        self.train_labels_ = torch.from_numpy(y_encoded[rows].astype(np.int64))  # (N,)
+        if local:  # each member's transform is fitted on each group's context at predict
+            self.train_values_ = values  # (N, F) encoded, every training row
+            self.neighbours_ = NeighbourIndex().fit(values)
+            self.local_seed_ = int(rng.randint(2**31 - 1))
+            self.train_features_ = None
+            return self
         counts = self.encoder_.category_counts()
         self.train_features_ = [t.fit_transform(values, counts) for t in self.transforms_]  # each (N, F_used)
-        self.train_labels_ = torch.from_numpy(y_encoded[rows].astype(np.int64))  # (N,)
         if self.fit_mode == "fit_with_cache":
             self._check_cache_memory()
             self.contexts_ = self._encode_contexts()
@@ -245,8 +272,11 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
 
-        for name in ("n_estimators", "max_train_rows", "batch_size"):
+        for name in ("n_estimators", "max_train_rows", "batch_size", "local_neighbors", "local_group_size",
+                     "local_max_rows"):
             positive_int(name)
+        if not (isinstance(self.context, str) and self.context in CONTEXTS):
+            raise InvalidInputError(f"context must be one of {', '.join(map(repr, CONTEXTS))}, got {self.context!r}")
         if not (isinstance(self.cache_precision, str) and self.cache_precision in CACHE_PRECISIONS):
             raise InvalidInputError(
                 f"cache_precision must be one of {', '.join(map(repr, CACHE_PRECISIONS))}, got {self.cache_precision!r}"
@@ -368,7 +398,13 @@ class PFNClassifier(EnsemblePrediction, ClassifierMixin, BaseEstimator):
         final tokens, shape (n_estimators, n_samples, 1 + n_classes, d_model) (slot 0 the
         covariate token, slot 1+k the class ``classes_[k]``); for TabPFN* the final row token,
         shape (n_estimators, n_samples, d_model). float32 (float64 with that precision)."""
-        return self._embeddings(self._encoded(X))
+        values = self._encoded(X)
+        if self.context_ == "local":
+            raise InvalidInputError(
+                "get_embeddings needs one context for every row, but this classifier uses local contexts (each group "
+                "of test rows has its own classes): fit it with context='subsample' to get embeddings"
+            )
+        return self._embeddings(values)
 
     def _encoded(self, X) -> np.ndarray:
         check_is_fitted(self)

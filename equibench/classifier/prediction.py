@@ -98,20 +98,14 @@ class EnsemblePrediction:
     def _ensemble(self, values) -> dict[str, np.ndarray]:
         """For the encoded test rows ``values`` (M rows), each (M, K) in ``classes_`` order:
         "proba", the average over members of softmax(logits / softmax_temperature); "log_proba",
-        its logarithm computed in log space; "logits", the members' average logits."""
-        proba = log_proba = logits = None
-        for transform, member_logits in self._member_outputs(values):
-            member_logits = torch.roll(member_logits, -transform.spec.class_shift, dims=-1)  # classes_ order
-            scaled = member_logits / self.softmax_temperature
-            member_proba, member_log = torch.softmax(scaled, dim=-1), torch.log_softmax(scaled, dim=-1)
-            if proba is None:
-                proba, log_proba, logits = member_proba, member_log, member_logits
-            else:
-                proba, logits = proba + member_proba, logits + member_logits
-                log_proba = torch.logaddexp(log_proba, member_log)
-        n_members = len(self.transforms_)
-        result = {"proba": (proba / n_members).numpy(), "log_proba": (log_proba - np.log(n_members)).numpy(),
-                  "logits": (logits / n_members).numpy()}
+        its logarithm computed in log space; "logits", the members' average logits. With local
+        contexts (``context_ == "local"``), per group of test rows (see :mod:`.local_prediction`)."""
+        if getattr(self, "context_", "subsample") == "local":
+            result = self._local_ensemble(values)
+        else:
+            member_logits = (torch.roll(logits, -transform.spec.class_shift, dims=-1)  # classes_ order
+                             for transform, logits in self._member_outputs(values))
+            result = combine_members(member_logits, self.softmax_temperature)
         broken = ~np.isfinite(result["proba"]).all(axis=1) | np.isnan(result["logits"]).any(axis=1)
         if broken.any():
             raise FloatingPointError(
@@ -125,3 +119,23 @@ class EnsemblePrediction:
         for EquiTabPFN (whose members never shift the classes: slot 1+k is ``classes_[k]``),
         (n_estimators, M, d) for TabPFN* (one token per row, whatever its members' class shifts)."""
         return torch.stack([embedded for _, embedded in self._member_outputs(values, embed=True)]).numpy()
+
+
+def combine_members(member_logits, temperature: float) -> dict[str, np.ndarray]:
+    """The ensemble of the members' logits, each (M, K) float64 in ``classes_`` order: "proba",
+    the average of softmax(logits / temperature); "log_proba", its logarithm in log space;
+    "logits", the average logits. A logit of -inf (a class a local context lacks) gives
+    probability 0."""
+    proba = log_proba = logits = None
+    n_members = 0
+    for member in member_logits:
+        scaled = member / temperature
+        member_proba, member_log = torch.softmax(scaled, dim=-1), torch.log_softmax(scaled, dim=-1)
+        if proba is None:
+            proba, log_proba, logits = member_proba, member_log, member
+        else:
+            proba, logits = proba + member_proba, logits + member
+            log_proba = torch.logaddexp(log_proba, member_log)
+        n_members += 1
+    return {"proba": (proba / n_members).numpy(), "log_proba": (log_proba - np.log(n_members)).numpy(),
+            "logits": (logits / n_members).numpy()}

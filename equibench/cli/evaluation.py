@@ -43,6 +43,10 @@ def _method_list(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def _context_list(text: str) -> tuple[str, ...]:
+    return tuple(filter(None, (part.strip() for part in text.split(","))))
+
+
 def evaluate(
     context: typer.Context,
     suite: Annotated[str, typer.Option(autocompletion=complete_suite, help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
@@ -50,6 +54,7 @@ def evaluate(
     methods: Annotated[str, typer.Option(autocompletion=complete_methods, help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
     ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
+    contexts: Annotated[str, typer.Option(help="Context strategies of the PFN methods, e.g. auto,subsample (one variant each): auto = local contexts above 3000 training rows, subsample = a stratified subsample of 3000 rows, local = local contexts always.")] = "auto",
     jobs: Annotated[Optional[int], typer.Option(help="Cells run in parallel worker processes on this machine (default: its cores / --threads-per-cell, or 1 with a --device other than cpu; 1 runs them in this process).", show_default=False)] = None,
     scheduler: Annotated[Optional[str], typer.Option(envvar="EQUIBENCH_SCHEDULER", help="Run the cells on a Dask cluster: its scheduler address (tcp://host:8786), a scheduler file (.json), or local:N for N worker processes here. See docs/DISTRIBUTED.md.")] = None,
     openml_cache: Annotated[Optional[Path], typer.Option(help="Your OpenML cache folder, in openml's layout (copied, never modified; fill one with `equibench download`); default $OPENML_CACHE_DIR, else openml's own cache.", show_default=False)] = None,
@@ -78,7 +83,7 @@ def evaluate(
 
     config = EvaluateConfig(
         suite=suite, methods=_method_list(methods), folds=None if folds is None else int_list(folds, "--folds"),
-        ensembles=int_list(ensembles, "--ensembles"), seed=seed,
+        ensembles=int_list(ensembles, "--ensembles"), contexts=_context_list(contexts), seed=seed,
         openml_cache=None if openml_cache is None else str(openml_cache),
         tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
         tabicl_checkpoint=None if tabicl_checkpoint is None else str(tabicl_checkpoint),

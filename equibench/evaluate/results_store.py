@@ -34,14 +34,16 @@ COLUMNS = [
     "suite", "task_id", "dataset", "fold", "method", "variant", "status", "reason",
     "accuracy", "auc", "f1", "log_loss", "time_fit_s", "time_predict_s",
     "n_train", "n_val", "n_test", "n_features", "n_features_used", "n_classes", "seed", "threads", "proba_file", "traceback_file",
+    "context", "context_groups", "context_rows", "context_classes",
 ]
 FINISHED = ("ok", "skipped")  # failed cells are run again by the next invocation
 REQUIRED_KEYS = ("suite", "task_id", "fold", "method", "variant", "status")
 STATUSES = ("ok", "skipped", "failed")
 TEXT_KEYS = ("suite", "task_id", "method", "variant", "dataset", "reason", "proba_file", "traceback_file",
-             "proba_sha256")
+             "proba_sha256", "context")
 NUMBER_KEYS = ("accuracy", "auc", "f1", "log_loss", "time_fit_s", "time_predict_s", "n_train", "n_val", "n_test",
-               "n_features", "n_features_used", "n_classes", "seed", "threads")
+               "n_features", "n_features_used", "n_classes", "seed", "threads", "context_groups", "context_rows",
+               "context_classes")
 OK_NUMBERS = ("accuracy", "time_fit_s", "time_predict_s")  # what every ok cell has, finite
 #: folder -> the names of the files the store writes there (temporary copies: ".<name>.XXXXXXXX.tmp")
 _OWN_FILES = {"": r"results\.csv|manifest\.json", "cells": r"[^.].*\.json", "probas": r".+\.npz",

@@ -62,6 +62,7 @@ class EvaluateConfig(MethodOptions):
     def __post_init__(self) -> None:
         object.__setattr__(self, "methods", _as_tuple(self.methods, "methods", str))
         object.__setattr__(self, "ensembles", _as_tuple(self.ensembles, "ensembles", numbers.Integral))
+        object.__setattr__(self, "contexts", _as_tuple(self.contexts, "contexts", str))
         if self.folds is not None:
             object.__setattr__(self, "folds", _as_tuple(self.folds, "folds", numbers.Integral))
         super().__post_init__()

@@ -64,7 +64,8 @@ def has_knn(cells: pd.DataFrame) -> bool:
 def has_ensembles(cells: pd.DataFrame) -> bool:
     """Whether some method has at least two ensemble-size variants."""
     ensembles = cells[cells["variant"].map(is_ensemble_variant)]
-    return bool((ensembles.groupby("method")["variant"].nunique() >= 2).any())
+    sizes = ensembles.assign(size=ensembles["variant"].map(ensemble_size))
+    return bool((sizes.groupby("method")["size"].nunique() >= 2).any())
 
 
 def relative_to_knn(cells: pd.DataFrame, metric: str) -> pd.Series:

@@ -1,5 +1,5 @@
 """Task suites: the paper's ``gt10`` and ``le10`` (OpenML task ids of the EquiTabPFN paper's dataset tables), the offline
-``demo`` suite, and user suites from a YAML or TOML file::
+``demo`` suite, ``large`` (tables past the PFNs' context cap), and user suites from a YAML or TOML file::
 
     # my-suite.toml                       # my-suite.yaml
     name = "mine"                         name: mine
@@ -43,6 +43,10 @@ LE10 = (
     146818, 146819, 146821, 146822,
 )
 
+#: Large tables (5,620 to 48,842 rows, 2 to 26 classes): letter, mushroom, nursery, optdigits,
+#: pendigits, satimage, MagicTelescope, adult; past the PFNs' context cap, for local contexts.
+LARGE = (6, 24, 26, 28, 32, 2074, 3954, 7592)
+
 
 @dataclass(frozen=True)
 class Suite:
@@ -59,6 +63,7 @@ BUILTIN_SUITES = {
     "gt10": Suite("gt10", tuple(map(str, GT10))),
     "le10": Suite("le10", tuple(map(str, LE10))),
     "demo": Suite("demo", tuple(f"demo-{name}" for name in DEMO_NAMES)),
+    "large": Suite("large", tuple(map(str, LARGE))),
 }
 
 

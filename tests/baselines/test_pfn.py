@@ -3,6 +3,7 @@ resolver), loaded once per process."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -49,13 +50,18 @@ def test_the_method_and_the_classifier_refuse_a_bad_checkpoint_alike(tmp_path, c
 
 def test_tabpfn_star_cells_use_ecoc_beyond_the_checkpoints_class_limit():
     settings = TabPFNStarMethod.prepare(TabPFNStarSettings(checkpoint=str(DATA / "tiny-tabpfn-star.pt"), n_estimators=3))
-    native = TabPFNStarMethod(12, seed=5, settings=settings)._model(10)
+    native = TabPFNStarMethod(12, seed=5, settings=settings)._model(10, 500)
     assert isinstance(native, TabPFNStarClassifier) and native.n_estimators == 3
-    wrapped = TabPFNStarMethod(12, seed=5, settings=settings)._model(11)
+    wrapped = TabPFNStarMethod(12, seed=5, settings=settings)._model(11, 500)
     assert isinstance(wrapped, ECOCClassifier) and wrapped.max_classes == 10
     assert (wrapped.redundancy, wrapped.random_state, wrapped.estimator.n_estimators) == (3.0, 5, 1)
-    assert not isinstance(EquiTabPFNMethod(40, settings=EquiTabPFNMethod.prepare(EquiTabPFNSettings()))._model(40),
+    assert not isinstance(EquiTabPFNMethod(40, settings=EquiTabPFNMethod.prepare(EquiTabPFNSettings()))._model(40, 500),
                           ECOCClassifier)
+    # past the context cap, local contexts take the classes (ECOC only within a context past the limit)
+    local = TabPFNStarMethod(12, seed=5, settings=settings)._model(11, 5000)
+    assert isinstance(local, TabPFNStarClassifier) and local.context == "auto"
+    subsample = dataclasses.replace(settings, contexts=("subsample",))
+    assert isinstance(TabPFNStarMethod(12, seed=5, settings=subsample)._model(11, 5000), ECOCClassifier)
 
 
 def _counting(monkeypatch, module, name: str) -> list:

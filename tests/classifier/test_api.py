@@ -195,7 +195,7 @@ def test_pyarrow_tables_are_frames_too():
 def test_subsampling_warns_naming_the_parameter_and_can_be_lifted():
     X, y = blobs(n=120)
     with pytest.warns(PretrainingLimitWarning, match="max_train_rows=50") as caught:
-        fitted = _equi(max_train_rows=50).fit(X, y)
+        fitted = _equi(max_train_rows=50, context="subsample").fit(X, y)
     assert len(caught) == 1 and len(fitted.train_labels_) == 50
     with warnings.catch_warnings():
         warnings.simplefilter("error")

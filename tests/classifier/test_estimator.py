@@ -113,13 +113,14 @@ def test_softmax_temperature_sharpens():
     assert cold.max(axis=1).mean() > warm.max(axis=1).mean()
 
 
-def test_max_train_rows_takes_a_class_balanced_subsample():
+def test_max_train_rows_takes_a_stratified_subsample():
     X, y = blobs(n=300, n_classes=3)
-    y = np.where(np.arange(300) < 240, 0, y)  # class 0 dominates
+    y = np.where(np.arange(300) < 240, 0, y)  # class 0 dominates: 260 of 300 rows
     with pytest.warns(UserWarning, match="max_train_rows=60"):
-        model = _equi(max_train_rows=60).fit(X, y)
+        model = _equi(max_train_rows=60, context="subsample").fit(X, y)
     counts = np.bincount(model.train_labels_.numpy(), minlength=3)
-    assert counts.sum() == 60 and counts.min() >= 19
+    # a floor of 10 each, then the other 30 rows in proportion to the 250, 10 and 10 rows left
+    assert counts.tolist() == [38, 11, 11]
     assert model.predict_proba(X).shape == (300, 3)
 
 

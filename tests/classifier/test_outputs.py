@@ -34,12 +34,12 @@ def _star(**params):
 def test_two_default_fits_agree_and_none_draws_fresh_randomness():
     X, y = blobs(n=120)
     assert _equi().get_params()["random_state"] == 0
-    first, second = _equi(max_train_rows=40), _equi(max_train_rows=40)
+    first, second = _equi(max_train_rows=40, context="subsample"), _equi(max_train_rows=40, context="subsample")
     with pytest.warns(UserWarning, match="max_train_rows"):
         p_first, p_second = first.fit(X, y).predict_proba(X), second.fit(X, y).predict_proba(X)
     np.testing.assert_array_equal(p_first, p_second)
     with pytest.warns(UserWarning, match="max_train_rows"):
-        fresh = [_equi(max_train_rows=40, random_state=None).fit(X, y).train_features_[0] for _ in range(2)]
+        fresh = [_equi(max_train_rows=40, context="subsample", random_state=None).fit(X, y).train_features_[0] for _ in range(2)]
     assert not torch.equal(fresh[0], fresh[1])  # another random subsample of 40 of the 120 rows
     assert classifier_for(STAR, n_classes=12).random_state == 0  # the ECOC wrapper too
 
