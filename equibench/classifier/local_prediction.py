@@ -52,16 +52,28 @@ class LocalPrediction:
                 result[name][np.ix_(rows, present)] = array
         return result
 
-    def context_summary(self, X) -> dict[str, float]:
+    def context_summary(self, X, y=None) -> dict[str, float]:
         """How the contexts serve the rows of X, without running the network: "groups" (1 with
-        one context for every row), the mean "rows" and "classes" per context."""
+        one context for every row), the mean "rows" and "classes" per context and, given the
+        rows' labels ``y``, "true_class_absent": the fraction of rows whose class is not in
+        their context (they get probability 0 for it)."""
         labels = self.train_labels_.numpy()
-        if self.context_ != "local":
-            return {"groups": 1, "rows": float(len(labels)), "classes": float(len(np.unique(labels)))}
         values = self._encoded(X)
-        groups = [group for start in range(0, len(values), CHUNK_ROWS) for group in self._plan(values, start)]
-        return {"groups": len(groups), "rows": float(np.mean([len(g.context_rows) for g in groups])),
-                "classes": float(np.mean([len(np.unique(labels[g.context_rows])) for g in groups]))}
+        if self.context_ != "local":
+            groups = [Group(np.arange(len(values)), np.arange(len(labels)))]
+        else:
+            groups = [Group(start + g.test_rows, g.context_rows)
+                      for start in range(0, len(values), CHUNK_ROWS) for g in self._plan(values, start)]
+        present = [np.unique(labels[g.context_rows]) for g in groups]
+        summary = {"groups": len(groups), "rows": float(np.mean([len(g.context_rows) for g in groups])),
+                   "classes": float(np.mean([len(classes) for classes in present]))}
+        if y is not None:
+            codes = np.searchsorted(self.classes_, np.asarray(y))
+            known = (codes < len(self.classes_)) & (self.classes_[np.minimum(codes, len(self.classes_) - 1)] == y)
+            absent = sum(int((~np.isin(codes[g.test_rows], classes) | ~known[g.test_rows]).sum())
+                         for g, classes in zip(groups, present))
+            summary["true_class_absent"] = absent / len(values)
+        return summary
 
     def _plan(self, values: np.ndarray, start: int) -> list[Group]:
         block = values[start : start + CHUNK_ROWS]

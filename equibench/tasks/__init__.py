@@ -13,7 +13,7 @@ _LAZY = {
     "check_cache": "cache_check",
     "DownloadOptions": "download", "DownloadSummary": "download", "download_tasks": "download",
     "working_cache": "openml",
-    "BUILTIN_SUITES": "suites", "GT10": "suites", "Suite": "suites", "load_suite": "suites", "load_task": "suites",
+    "BUILTIN_SUITES": "suites", "GT10": "suites", "LARGE": "suites", "Suite": "suites", "load_suite": "suites", "load_task": "suites",
     "DEMO_TASKS": "task", "Task": "task", "demo_task": "task", "stratified_folds": "task",
 }
 

@@ -1,0 +1,175 @@
+"""Tables past the context cap: the subsample context against local contexts, with KNN and
+XGBoost beside, on one fold of the ``large`` suite, one thread per method (as every cell of
+``equibench evaluate`` runs).
+
+1. Per task: accuracy of KNN, XGBoost and EquiTabPFN (one member) with each context strategy,
+   the predict seconds per 1,000 test rows of both strategies, and how the local contexts
+   served the test rows (groups, mean rows and classes per context, how often a row's true
+   class was absent from its context). The summary gives the median accuracy relative to KNN
+   and the total predict time of each strategy.
+2. With ``--ablation``: the neighbours per test row, the context cap and the group size, each
+   varied around the defaults on a few tasks (a seeded random sample of their test rows).
+
+The fold's data is prepared as ``evaluate`` prepares it (TabZilla preprocessing fitted on
+the train part) and every method is the registry's, in the cell environment of ``evaluate``.
+
+    python benchmarks/large_tables.py [--openml-cache DIR] [--tasks 6,7592] [--ablation] [--record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from recording import add_record_flag, publish, section
+
+from equibench import EquiTabPFNClassifier
+from equibench.baselines.registry import method_spec
+from equibench.evaluate.cells import reproducible_cell
+from equibench.evaluate.tabzilla import TabZillaPreprocessor
+from equibench.tables import markdown_table
+from equibench.tasks import LARGE
+from equibench.tasks.openml import load_cached_tasks
+
+DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-large"
+STRATEGIES = ("subsample", "local")
+
+
+def prepared(task, fold: int) -> dict:
+    """The fold's arrays as ``evaluate`` prepares them."""
+    labels = task.encoded_labels()
+    train, validation, test = task.split(fold)
+    preprocessor = TabZillaPreprocessor(task.categorical, seed=0).fit(task.X.iloc[train], labels[train])
+    return {"X_train": preprocessor.transform(task.X.iloc[train]), "y_train": labels[train],
+            "X_val": preprocessor.transform(task.X.iloc[validation]), "y_val": labels[validation],
+            "X_test": preprocessor.transform(task.X.iloc[test]), "y_test": labels[test], "n_classes": len(task.classes)}
+
+
+def run_method(name: str, data: dict, **changes) -> dict:
+    """Accuracy, predict seconds and (PFNs) the context summary of one registry method."""
+    spec = method_spec(name)
+    settings = spec.implementation().prepare(spec.settings())
+    method = spec.implementation()(data["n_classes"], 0, settings, **changes)
+    with reproducible_cell(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        method.fit(data["X_train"], data["y_train"], data["X_val"], data["y_val"])
+        started = time.perf_counter()
+        proba = method.predict_proba(data["X_test"])
+        seconds = time.perf_counter() - started
+        summary = {}
+        if hasattr(method, "model_") and hasattr(method.model_, "context_summary"):
+            summary = method.model_.context_summary(data["X_test"], np.searchsorted(method.seen_classes_, data["y_test"]))
+    return {"accuracy": float(np.mean(proba.argmax(axis=1) == data["y_test"])), "seconds": seconds, **summary}
+
+
+def main_table(tasks: dict, fold: int) -> tuple[str, list[dict]]:
+    rows = []
+    for task_id, task in tasks.items():
+        data = prepared(task, fold)
+        n_test = len(data["y_test"])
+        result = {"task": f"{task_id} {task.name}", "train rows": len(data["y_train"]), "classes": data["n_classes"],
+                  "majority": np.bincount(data["y_test"]).max() / n_test}
+        result["KNN"] = run_method("knn", data)["accuracy"]
+        result["XGBoost"] = run_method("xgboost", data)["accuracy"]
+        for strategy in STRATEGIES:
+            outcome = run_method("equitabpfn", data, contexts=(strategy,))
+            result[strategy] = outcome["accuracy"]
+            result[f"{strategy} s/1k"] = 1000 * outcome["seconds"] / n_test
+            if strategy == "local":
+                result.update({"groups": outcome["groups"], "ctx rows": outcome["rows"],
+                               "ctx classes": outcome["classes"], "true class absent": outcome["true_class_absent"]})
+        rows.append(result)
+        print(f"{result['task']}: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                                 for k, v in result.items() if k != "task"), flush=True)
+    return _format_main(rows), rows
+
+
+def _format_main(rows: list[dict]) -> str:
+    table = [{"task": r["task"], "train rows": r["train rows"], "classes": r["classes"],
+              "majority": f"{100 * r['majority']:.1f}", "KNN": f"{100 * r['KNN']:.1f}",
+              "XGBoost": f"{100 * r['XGBoost']:.1f}", "subsample": f"{100 * r['subsample']:.1f}",
+              "local": f"{100 * r['local']:.1f}", "subsample s/1k rows": f"{r['subsample s/1k']:.1f}",
+              "local s/1k rows": f"{r['local s/1k']:.1f}", "groups": r["groups"], "rows/context": f"{r['ctx rows']:.0f}",
+              "classes/context": f"{r['ctx classes']:.1f}", "true class absent": f"{100 * r['true class absent']:.2f}%"}
+             for r in rows]
+
+    def relative(column):
+        return statistics.median(100 * (r[column] - r["KNN"]) / r["KNN"] for r in rows)
+
+    subsample_total = sum(r["subsample s/1k"] for r in rows)
+    local_total = sum(r["local s/1k"] for r in rows)
+    summary = [{"": "median accuracy relative to KNN (%)", "XGBoost": f"{relative('XGBoost'):+.2f}",
+                "EquiTabPFN subsample": f"{relative('subsample'):+.2f}", "EquiTabPFN local": f"{relative('local'):+.2f}"},
+               {"": "tasks below KNN - 1 point", "XGBoost": sum(r["XGBoost"] < r["KNN"] - 0.01 for r in rows),
+                "EquiTabPFN subsample": sum(r["subsample"] < r["KNN"] - 0.01 for r in rows),
+                "EquiTabPFN local": sum(r["local"] < r["KNN"] - 0.01 for r in rows)},
+               {"": "predict seconds per 1,000 test rows, summed over tasks", "XGBoost": "",
+                "EquiTabPFN subsample": f"{subsample_total:.1f}", "EquiTabPFN local": f"{local_total:.1f}"}]
+    return ("Accuracy (%) on the test fold; EquiTabPFN with one member, the packaged checkpoint.\n\n"
+            + markdown_table(pd.DataFrame(table)) + "\n" + markdown_table(pd.DataFrame(summary)))
+
+
+def ablation_table(tasks: dict, fold: int, task_ids: list[int], test_rows: int) -> str:
+    """Each local setting varied around the defaults (EquiTabPFNClassifier, one member)."""
+    defaults = {"local_neighbors": 20, "local_max_rows": 1000, "local_group_size": 25}
+    variants = [{}] + [{"local_neighbors": k} for k in (10, 40)] + [{"local_max_rows": c} for c in (250, 500)] \
+        + [{"local_group_size": g} for g in (10, 100)]
+    rows = []
+    for task_id in task_ids:
+        task = tasks[task_id]
+        data = prepared(task, fold)
+        chosen = np.random.RandomState(0).permutation(len(data["y_test"]))[:test_rows]
+        X_test, y_test = data["X_test"][chosen], data["y_test"][chosen]
+        for change in variants:
+            params = {**defaults, **change}
+            with reproducible_cell(1):
+                model = EquiTabPFNClassifier(n_estimators=1, device="cpu", context="local", **params)
+                model.fit(data["X_train"], data["y_train"])
+                started = time.perf_counter()
+                predicted = model.predict(X_test)
+                seconds = time.perf_counter() - started
+                summary = model.context_summary(X_test, y_test)
+            rows.append({"task": f"{task_id} {task.name}", "neighbours": params["local_neighbors"],
+                         "cap": params["local_max_rows"], "group size": params["local_group_size"],
+                         "accuracy": f"{100 * np.mean(predicted == y_test):.1f}",
+                         "s/1k rows": f"{1000 * seconds / len(y_test):.1f}", "rows/context": f"{summary['rows']:.0f}",
+                         "classes/context": f"{summary['classes']:.1f}",
+                         "true class absent": f"{100 * summary['true_class_absent']:.2f}%"})
+            print(rows[-1], flush=True)
+    return (f"Ablation (EquiTabPFN, one member, {test_rows} random test rows per task; defaults: 20 neighbours, "
+            "cap 1000, groups of 25):\n\n" + markdown_table(pd.DataFrame(rows)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--openml-cache", type=Path, default=DEFAULT_CACHE, help="OpenML cache holding the large tasks")
+    parser.add_argument("--tasks", default=",".join(map(str, LARGE)), help="task ids (default: the large suite)")
+    parser.add_argument("--fold", type=int, default=0)
+    parser.add_argument("--ablation", action="store_true", help="also the ablation of the local settings")
+    parser.add_argument("--ablation-tasks", default="6,32,3954,7592")
+    parser.add_argument("--ablation-test-rows", type=int, default=1000)
+    parser.add_argument("--skip-main", action="store_true", help="only the ablation")
+    add_record_flag(parser)
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # as every cell (reproducible_cell(1)); the machine line reports it
+    wanted = [int(t) for t in args.tasks.split(",")]
+    tasks = {task_id: task for task_id, task in load_cached_tasks(args.openml_cache).items() if task_id in wanted}
+    parts = []
+    if not args.skip_main:
+        parts.append(main_table(tasks, args.fold)[0])
+    if args.ablation:
+        ablation_ids = [int(t) for t in args.ablation_tasks.split(",")]
+        every = load_cached_tasks(args.openml_cache) if set(ablation_ids) - set(tasks) else tasks
+        parts.append(ablation_table(every, args.fold, ablation_ids, args.ablation_test_rows))
+    title = f"Large tables: subsample and local contexts, fold {args.fold} of `large`"
+    publish(section(title, "\n\n".join(parts)), args.record)
+
+
+if __name__ == "__main__":
+    main()
