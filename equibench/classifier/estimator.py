@@ -187,7 +187,8 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         if fit_params:
             raise TypeError(f"fit() takes only X and y, got {', '.join(sorted(fit_params))}")
         transforms, encodings = self._check_params()
-        for name in ("contexts_", "train_values_", "neighbours_", "local_seed_"):  # of an earlier fit
+        for name in ("contexts_", "train_values_", "neighbours_", "local_seed_", "cluster_centroids_",
+                     "cluster_contexts_"):  # of an earlier fit
             self.__dict__.pop(name, None)
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
@@ -238,6 +239,10 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
             self.neighbours_ = NeighbourIndex().fit(values)
             self.local_seed_ = int(rng.randint(2**31 - 1))
             self.train_features_ = None
+            if self.fit_mode == "fit_with_cache":
+                self._plan_clusters()
+                self._check_cache_memory()
+                self.contexts_ = self._encode_local_contexts()
             return self
         counts = self.encoder_.category_counts()
         self.train_features_ = [t.fit_transform(values, counts) for t in self.transforms_]  # each (N, F_used)
@@ -251,9 +256,12 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         limit = self.cache_memory_limit_gb
         size = self.estimate_cache_bytes()
         if limit is not None and size > limit * 1e9:
+            local = self.context_ == "local"
+            what = (f"{len(self.cluster_contexts_)} local contexts of {np.mean([len(c) for c in self.cluster_contexts_]):.0f} "
+                    "rows on average" if local else f"{len(self.train_labels_)} context rows")
             raise InvalidInputError(
                 f"fit_mode='fit_with_cache' would keep about {size / 1e9:.2f} GB of cached keys and values "
-                f"({len(self.transforms_)} members, {len(self.train_labels_)} context rows, {len(self.classes_)} classes, "
+                f"({len(self.transforms_)} members, {what}, {len(self.classes_)} classes, "
                 f"{str(self._cache_storage_dtype()).removeprefix('torch.')}), above cache_memory_limit_gb={limit}: use "
                 "fit_mode='low_memory' (the same predictions without a cache), cache_precision='float16' (half the "
                 "memory), fewer n_estimators or max_train_rows, or raise cache_memory_limit_gb (None: no limit)"
@@ -354,6 +362,8 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        if state.get("neighbours_") is not None:
+            self.neighbours_.restore(self.train_values_)  # the index is not pickled
         reference = state.get("checkpoint_reference_")
         if "model_" in state and state["model_"] is None and reference is not None:
             self.model_ = model_from_reference(reference)[0]
@@ -419,7 +429,10 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         if hasattr(self, "device_"):
             resolve_precision(self.inference_precision, resolved)
             self.model_ = self.model_.to(resolved)
-            if getattr(self, "contexts_", None) is not None:
+            if getattr(self, "contexts_", None) is not None and self.context_ == "local":
+                self.contexts_ = [[(transform, context.to(resolved)) for transform, context in runs]
+                                  for runs in self.contexts_]
+            elif getattr(self, "contexts_", None) is not None:
                 self.contexts_ = [context.to(resolved) for context in self.contexts_]
             self.device_ = resolved
         self.device = device if isinstance(device, str) else str(resolved)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.cluster import KMeans
+from sklearn.cluster import KMeans, MiniBatchKMeans
+from sklearn.metrics import pairwise_distances_argmin
 from sklearn.neighbors import NearestNeighbors
 
 #: ``context``: "auto" = "local" above ``max_train_rows`` training rows, "subsample" up to it;
@@ -50,8 +51,9 @@ class NeighbourIndex:
     Each column is standardised by its mean and standard deviation over the training rows
     (columns with no spread by 1); NaN and +-inf, which the classifier passes to the network's
     missing-value indicator, sit at the column mean here. Ordinal codes of categorical columns
-    count as numbers, as the classifier's ordinal encoding presents them. The index itself is
-    not pickled: :meth:`__setstate__` rebuilds it from the stored rows.
+    count as numbers, as the classifier's ordinal encoding presents them. Neither the rows in
+    the distance space nor the index are pickled: :meth:`restore` rebuilds them from the
+    encoded rows (the estimator does so when it is unpickled or loaded from a fit state).
     """
 
     def fit(self, values: np.ndarray) -> NeighbourIndex:
@@ -62,8 +64,12 @@ class NeighbourIndex:
         self.mean_ = clean.sum(axis=0) / count  # (F,)
         spread = np.sqrt((np.where(finite, values - self.mean_, 0.0) ** 2).sum(axis=0) / count)
         self.scale_ = np.where(spread > 0, spread, 1.0)  # (F,)
+        return self.restore(values)
+
+    def restore(self, values: np.ndarray) -> NeighbourIndex:
+        """The training rows ``values`` (N, F encoded) in the distance space and their index."""
         self.points_ = self.transform(values)  # (N, F) float32
-        self._build()
+        self.index_ = NearestNeighbors().fit(self.points_)
         return self
 
     def transform(self, values: np.ndarray) -> np.ndarray:
@@ -76,17 +82,8 @@ class NeighbourIndex:
         distances (m, k) and training-row positions (m, k)."""
         return self.index_.kneighbors(points, n_neighbors=min(n_neighbors, len(self.points_)))
 
-    def _build(self) -> None:
-        self.index_ = NearestNeighbors().fit(self.points_)
-
     def __getstate__(self):
-        state = dict(self.__dict__)
-        state.pop("index_", None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._build()
+        return {"mean_": self.mean_, "scale_": self.scale_}
 
 
 def group_rows(points: np.ndarray, group_size: int, seed: int) -> np.ndarray:
@@ -119,3 +116,34 @@ def plan_groups(index: NeighbourIndex, values: np.ndarray, n_neighbors: int, gro
         rows = np.flatnonzero(labels == label)
         groups.append(Group(rows, union_context(distances[rows], indices[rows], max_rows)))
     return groups
+
+
+def cluster_contexts(index: NeighbourIndex, n_neighbors: int, cluster_size: int, max_rows: int,
+                     seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Contexts fixed at fit (``fit_mode="fit_with_cache"``): the training rows clustered by
+    k-means into groups of about ``cluster_size`` rows, each cluster's context the union of its
+    rows' nearest training rows (at most ``max_rows``). Returns the centroids (G, F) and the
+    contexts; a test row is then served by the context of its nearest centroid."""
+    points = index.points_
+    n_clusters = -(-len(points) // cluster_size)
+    if n_clusters <= 1:
+        labels, centroids = np.zeros(len(points), dtype=np.int64), points.mean(axis=0, keepdims=True)
+    else:
+        kmeans = MiniBatchKMeans(n_clusters, n_init=1, batch_size=4096, random_state=seed).fit(points)
+        labels, centroids = kmeans.labels_, kmeans.cluster_centers_.astype(np.float32)
+    contexts = []
+    for cluster in range(len(centroids)):
+        members = np.flatnonzero(labels == cluster)
+        if len(members) == 0:  # an empty cluster: its centroid's own neighbours
+            distances, indices = index.neighbours(centroids[cluster : cluster + 1], n_neighbors)
+        else:
+            distances, indices = index.neighbours(points[members], n_neighbors)
+        contexts.append(union_context(distances, indices, max_rows))
+    return centroids, contexts
+
+
+def route_to_clusters(index: NeighbourIndex, values: np.ndarray, centroids: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The test rows ``values`` (m, F encoded) by nearest centroid: (cluster, its rows) for each
+    cluster that serves rows."""
+    nearest = pairwise_distances_argmin(index.transform(values), centroids)
+    return [(int(cluster), np.flatnonzero(nearest == cluster)) for cluster in np.unique(nearest)]

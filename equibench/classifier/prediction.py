@@ -53,7 +53,12 @@ class EnsemblePrediction:
         """The bytes that ``fit_mode="fit_with_cache"`` keeps for this fitted context (whatever
         the fit_mode it was fitted with): per member, about 2 x layers x context rows x (1+K)
         x d_model numbers for EquiTabPFN (2 x blocks x rows x d_model for TabPFN*), in the
-        cache's dtype. fit checks it against ``cache_memory_limit_gb`` before building the cache."""
+        cache's dtype. fit checks it against ``cache_memory_limit_gb`` before building the cache.
+        With local contexts, the sum over the training clusters' contexts and their runs."""
+        if getattr(self, "context_", "subsample") == "local":
+            if getattr(self, "cluster_contexts_", None) is None:
+                self._plan_clusters()
+            return self._local_cache_numel() * self._cache_storage_dtype().itemsize
         numel = self.model_.context_numel(len(self.train_labels_), len(self.classes_))
         return len(self.transforms_) * numel * self._cache_storage_dtype().itemsize
 
