@@ -9,17 +9,22 @@ XGBoost beside, on one fold of the ``large`` suite, one thread per method (as ev
    and the total predict time of each strategy.
 2. With ``--ablation``: the neighbours per test row, the context cap and the group size, each
    varied around the defaults on a few tasks (a seeded random sample of their test rows).
+3. With ``--memory``: a synthetic 200,000-row table (20 features, 10 classes) fitted and
+   predicted at 5,000, 10,000 and 20,000 test rows, each in a fresh process: fit and predict
+   seconds and the process's peak resident memory.
 
 The fold's data is prepared as ``evaluate`` prepares it (TabZilla preprocessing fitted on
 the train part) and every method is the registry's, in the cell environment of ``evaluate``.
 
-    python benchmarks/large_tables.py [--openml-cache DIR] [--tasks 6,7592] [--ablation] [--record]
+    python benchmarks/large_tables.py [--openml-cache DIR] [--tasks 6,7592] [--ablation] [--memory] [--record]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -27,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from isolated import cell, peak_rss_mb, run_isolated
 from recording import add_record_flag, publish, section
 
 from equibench import EquiTabPFNClassifier
@@ -146,7 +152,49 @@ def ablation_table(tasks: dict, fold: int, task_ids: list[int], test_rows: int) 
             "cap 1000, groups of 25):\n\n" + markdown_table(pd.DataFrame(rows)))
 
 
+MEMORY_TRAIN_ROWS = 200_000
+MEMORY_TEST_ROWS = (5_000, 10_000, 20_000)
+
+
+def memory_one(spec: dict) -> dict:
+    """In a fresh process: fit on the synthetic table, predict ``spec["test_rows"]`` rows."""
+    from sklearn.datasets import make_classification
+
+    torch.set_num_threads(1)
+    n_test = spec["test_rows"]
+    X, y = make_classification(MEMORY_TRAIN_ROWS + n_test, n_features=20, n_informative=12, n_classes=10,
+                               n_clusters_per_class=2, random_state=0)
+    model = EquiTabPFNClassifier(n_estimators=1, device="cpu")
+    started = time.perf_counter()
+    model.fit(X[:MEMORY_TRAIN_ROWS], y[:MEMORY_TRAIN_ROWS])
+    fit_s = time.perf_counter() - started
+    started = time.perf_counter()
+    accuracy = float(np.mean(model.predict(X[MEMORY_TRAIN_ROWS:]) == y[MEMORY_TRAIN_ROWS:]))
+    predict_s = time.perf_counter() - started
+    return {"fit_s": fit_s, "predict_s": predict_s, "peak_mb": peak_rss_mb(), "accuracy": accuracy,
+            "context": model.context_}
+
+
+def memory_table() -> str:
+    rows = []
+    for n_test in MEMORY_TEST_ROWS:
+        result = run_isolated(__file__, {"test_rows": n_test})
+        rows.append({"test rows": n_test, "context": result.get("context", ""), "fit s": cell(result, "fit_s", ".1f"),
+                     "predict s": cell(result, "predict_s", ".1f"),
+                     "predict s / 1,000 rows": cell({k: 1000 * v / n_test for k, v in result.items() if k == "predict_s"},
+                                                    "predict_s", ".2f"),
+                     "peak RSS (MB)": cell(result, "peak_mb", ".0f"), "accuracy": cell(result, "accuracy", ".3f")})
+        print(rows[-1], flush=True)
+    return (f"Memory and time: EquiTabPFN (one member) fitted on a synthetic table of {MEMORY_TRAIN_ROWS:,} rows "
+            "(20 features, 10 classes; scikit-learn's make_classification), each predict in a fresh process "
+            "(peak RSS: the process's high-water mark, Python and torch included):\n\n"
+            + markdown_table(pd.DataFrame(rows)))
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        print(json.dumps(memory_one(json.loads(sys.argv[2]))))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--openml-cache", type=Path, default=DEFAULT_CACHE, help="OpenML cache holding the large tasks")
     parser.add_argument("--tasks", default=",".join(map(str, LARGE)), help="task ids (default: the large suite)")
@@ -154,7 +202,8 @@ def main() -> None:
     parser.add_argument("--ablation", action="store_true", help="also the ablation of the local settings")
     parser.add_argument("--ablation-tasks", default="6,32,3954,7592")
     parser.add_argument("--ablation-test-rows", type=int, default=1000)
-    parser.add_argument("--skip-main", action="store_true", help="only the ablation")
+    parser.add_argument("--memory", action="store_true", help="also the 200,000-row memory and time measurement")
+    parser.add_argument("--skip-main", action="store_true", help="leave out the per-task table")
     add_record_flag(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)  # as every cell (reproducible_cell(1)); the machine line reports it
@@ -167,6 +216,8 @@ def main() -> None:
         ablation_ids = [int(t) for t in args.ablation_tasks.split(",")]
         every = load_cached_tasks(args.openml_cache) if set(ablation_ids) - set(tasks) else tasks
         parts.append(ablation_table(every, args.fold, ablation_ids, args.ablation_test_rows))
+    if args.memory:
+        parts.append(memory_table())
     title = f"Large tables: subsample and local contexts, fold {args.fold} of `large`"
     publish(section(title, "\n\n".join(parts)), args.record)
 

@@ -213,6 +213,19 @@ def _ensemble_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
                          f"{name}_auc_ratio_speedup")]
 
 
+def _context_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
+    table = tables.context_table(cells)
+    name = f"{_file_stem(suite)}_contexts"
+    figure_line = (f"Mean accuracy over the tasks of {suite} against mean predict time per 1,000 test rows, for "
+                   "every method and variant (the PFNs' context strategies as their variants: `n1` local contexts "
+                   "above the cap, `n1-subsample` the stratified subsample).")
+    table_line = (f"The points of the figure, with the PFNs' mean rows and classes per context and groups of test "
+                  f"rows per cell on {suite}.")
+    paths = figures.accuracy_vs_predict_time(table, suite, out_dir / "figures" / f"{name}_accuracy_vs_time")
+    return ["### Tables past the context: accuracy vs predict time", "", *_figure_item(figure_line, paths, out_dir),
+            *_table_item(table_line, tables.context_display(table), table, out_dir, name)]
+
+
 def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     """The REPORT.md lines of one suite (``cells``: its ok rows), writing its tables and figures."""
     cells = tables.with_entries(cells)
@@ -230,6 +243,8 @@ def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     lines += _runtime_item(cells, suite, out_dir)
     if knn and tables.has_ensembles(cells):
         lines += _ensemble_item(cells, suite, out_dir)
+    if tables.uses_local_contexts(cells):
+        lines += _context_item(cells, suite, out_dir)
     return lines
 
 

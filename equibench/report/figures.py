@@ -225,3 +225,20 @@ def ratio_speedup_bars(table: pd.DataFrame, suite: str, stem: Path) -> list[Path
     handles = [*ratio_axes.get_legend_handles_labels()[0], *speedup_axes.get_legend_handles_labels()[0]]
     ratio_axes.legend(handles=handles, fontsize=8, loc="upper left")
     return save_figure(figure, stem)
+
+
+def accuracy_vs_predict_time(table: pd.DataFrame, suite: str, stem: Path) -> list[Path]:
+    """Mean accuracy (y) against mean predict seconds per 1,000 test rows (log x), one labelled
+    point per entry of ``table`` (see ``tables.context_table``)."""
+    figure = _new_figure(8.0, 5.0)
+    axes = figure.subplots()
+    axes.set_xscale("log")
+    times = table["predict_s_per_1k"].clip(lower=MIN_TIME_S)
+    axes.scatter(times, table["accuracy"], s=45, color="tab:blue", edgecolors="black", linewidths=0.6, zorder=3)
+    for entry, x, y in zip(table.index, times, table["accuracy"]):
+        axes.annotate(entry, (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8)
+    axes.margins(x=0.25, y=0.12)
+    axes.grid(alpha=0.3, which="both")
+    axes.set(xlabel="mean predict time per 1,000 test rows (s, log scale)",
+             ylabel="mean accuracy over tasks (%)", title=f"{suite}: accuracy vs predict time")
+    return save_figure(figure, stem)

@@ -277,3 +277,37 @@ def failures_display(table: pd.DataFrame) -> pd.DataFrame:
         "failed": table["failed"].astype(str),
         "most common reason (count)": [f"{text} ({count})" for text, count in zip(reasons, table["reason_count"])],
     })
+
+
+def uses_local_contexts(cells: pd.DataFrame) -> bool:
+    """Whether some PFN cell of the suite ran with local contexts (a table past the context cap)."""
+    return "context" in cells.columns and bool((cells["context"] == "local").any())
+
+
+def context_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per entry (every variant): mean accuracy (%) over tasks of each task's mean over folds,
+    mean predict seconds per 1,000 test rows over all cells and, for the PFN entries, the mean
+    context rows and classes per context, and groups; sorted by accuracy."""
+    cells = cells.assign(predict_s_per_1k=1000 * cells["time_predict_s"] / cells["n_test"])
+    per_task = cells.groupby(["entry", "task_id"])["accuracy"].mean()
+    table = pd.DataFrame({
+        "accuracy": 100 * per_task.groupby(level="entry").mean(),
+        "predict_s_per_1k": cells.groupby("entry")["predict_s_per_1k"].mean(),
+        "tasks": per_task.groupby(level="entry").size(),
+    })
+    for column in ("context_rows", "context_classes", "context_groups"):
+        table[column] = cells.groupby("entry")[column].mean() if column in cells.columns else float("nan")
+    return table.sort_values("accuracy", ascending=False)
+
+
+def context_display(table: pd.DataFrame) -> pd.DataFrame:
+    def number(value, digits):
+        return "" if pd.isna(value) else f"{value:.{digits}f}"
+
+    return pd.DataFrame({
+        "method": table.index, "accuracy (%)": [f"{v:.2f}" for v in table["accuracy"]],
+        "predict s / 1,000 rows": [f"{v:.3g}" for v in table["predict_s_per_1k"]],
+        "rows / context": [number(v, 0) for v in table["context_rows"]],
+        "classes / context": [number(v, 1) for v in table["context_classes"]],
+        "groups": [number(v, 1) for v in table["context_groups"]], "tasks": table["tasks"].astype(int),
+    })

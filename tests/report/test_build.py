@@ -386,3 +386,24 @@ def test_a_report_written_inside_a_results_folder_never_makes_it_look_damaged(tm
     assert store.damaged == {} and len(store.rows()) == 6
     assert store.remove_stray_temporaries() == []  # the report's file, not the store's
     assert len(load_results([results])[0]) == 6
+
+
+def test_a_suite_with_local_contexts_gets_accuracy_against_predict_time(tmp_path):
+    rng = np.random.default_rng(1)
+    entries = [("knn", "default", 0.0, 0.02), ("equitabpfn", "n1", 0.08, 0.3), ("equitabpfn", "n1-subsample", 0.03, 0.6)]
+    rows = _suite_rows("large", ["6", "7592"], rng, entries)
+    for row in rows:
+        if row["method"] == "equitabpfn":
+            local = row["variant"] == "n1"
+            row.update(context="local" if local else "subsample", context_groups=8 if local else 1,
+                       context_rows=250.0 if local else 3000.0, context_classes=4.5 if local else 12.0)
+    out = build_report([_write_results(tmp_path / "large", rows)], tmp_path / "report")
+    report = out.read_text()
+    assert "### Tables past the context: accuracy vs predict time" in report
+    assert (tmp_path / "report" / "figures" / "large_contexts_accuracy_vs_time.png").is_file()
+    table = pd.read_csv(tmp_path / "report" / "tables" / "large_contexts.csv")
+    local = table.set_index("entry").loc["EquiTabPFN (n1)"]
+    assert local["context_rows"] == 250 and local["context_groups"] == 8 and local["tasks"] == 2
+    predicted = [1000 * r["time_predict_s"] / r["n_test"] for r in rows if r["variant"] == "n1"]
+    assert local["predict_s_per_1k"] == pytest.approx(statistics.mean(predicted))
+    assert math.isnan(table.set_index("entry").loc["KNN", "context_rows"])
