@@ -87,9 +87,15 @@ class Method(ABC):
         return {}
 
     def context_summary(self, X: np.ndarray) -> dict:
-        """For the PFN methods, how their contexts served the test rows X: the strategy used
-        ("subsample" or "local"), the groups and the mean rows and classes per context; none by default."""
-        return {}
+        """For a method whose fitted ``model_`` is an equibench PFN classifier (an ECOC ensemble:
+        its first), how its contexts served the test rows X: ``context`` (the strategy used,
+        "subsample" or "local"), ``context_groups`` and the mean ``context_rows`` and
+        ``context_classes`` per context; none for the other methods."""
+        model = getattr(self, "model_", None)
+        model = model.estimators_[0] if hasattr(model, "estimators_") else model
+        if len(self.seen_classes_) < 2 or not hasattr(model, "context_summary"):
+            return {}
+        return {"context": model.context_, **{f"context_{k}": v for k, v in model.context_summary(X).items()}}
 
     @abstractmethod
     def _fit(self, X: np.ndarray, y: np.ndarray, X_val, y_val, n_seen: int) -> None:

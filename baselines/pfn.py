@@ -46,9 +46,3 @@ class PFNMethod(Method):
 
     def _predict_proba(self, X):
         return self.model_.predict_proba(X)
-
-    def context_summary(self, X) -> dict:
-        if len(self.seen_classes_) < 2:
-            return {}
-        model = self.model_.estimators_[0] if hasattr(self.model_, "estimators_") else self.model_  # ECOC: its first
-        return {"context": model.context_, **{f"context_{name}": value for name, value in model.context_summary(X).items()}}

@@ -3,7 +3,7 @@ union of its rows' nearest training rows as its context.
 
 A fitted :class:`NeighbourIndex` holds the training rows in a distance space (the encoded
 columns, standardised, non-finite values at the column mean) and a scikit-learn
-``NearestNeighbors`` index over them. :func:`plan_groups` groups the test rows by k-means
+``NearestNeighbors`` index over them (exact, brute force). :func:`plan_groups` groups the test rows by k-means
 (about ``group_size`` rows a group) and gives each group its context: its rows' nearest
 training rows, nearest first, at most ``max_rows`` of them. The grouping depends only on the
 rows predicted together and the seed, so the same rows and seed give the same groups.
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn import config_context
 from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.metrics import pairwise_distances_argmin
 from sklearn.neighbors import NearestNeighbors
@@ -28,6 +29,9 @@ CONTEXTS = ("auto", "subsample", "local")
 LOCAL_NEIGHBORS = 20
 LOCAL_GROUP_SIZE = 25
 LOCAL_MAX_ROWS = 1000
+#: The neighbour search computes distances in blocks of at most this many MB (scikit-learn's
+#: ``working_memory``, 1024 by default), so its memory does not grow with the training rows.
+NEIGHBOUR_MEMORY_MB = 128
 
 
 def uses_local_context(context: str, n_train: int, max_train_rows: int, ignore_pretraining_limits: bool = False) -> bool:
@@ -69,7 +73,9 @@ class NeighbourIndex:
     def restore(self, values: np.ndarray) -> NeighbourIndex:
         """The training rows ``values`` (N, F encoded) in the distance space and their index."""
         self.points_ = self.transform(values)  # (N, F) float32
-        self.index_ = NearestNeighbors().fit(self.points_)
+        # brute force (BLAS distance blocks): measured faster than scikit-learn's kd-tree (3x on
+        # adult) and faiss-cpu's exact flat index on the large suite (docs/BENCHMARKS.md)
+        self.index_ = NearestNeighbors(algorithm="brute").fit(self.points_)
         return self
 
     def transform(self, values: np.ndarray) -> np.ndarray:
@@ -80,7 +86,8 @@ class NeighbourIndex:
     def neighbours(self, points: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``n_neighbors`` nearest training rows of each point (m, F), nearest first:
         distances (m, k) and training-row positions (m, k)."""
-        return self.index_.kneighbors(points, n_neighbors=min(n_neighbors, len(self.points_)))
+        with config_context(working_memory=NEIGHBOUR_MEMORY_MB):  # distance blocks of at most this size
+            return self.index_.kneighbors(points, n_neighbors=min(n_neighbors, len(self.points_)))
 
     def __getstate__(self):
         return {"mean_": self.mean_, "scale_": self.scale_}
