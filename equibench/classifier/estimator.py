@@ -264,7 +264,8 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
                 f"({len(self.transforms_)} members, {what}, {len(self.classes_)} classes, "
                 f"{str(self._cache_storage_dtype()).removeprefix('torch.')}), above cache_memory_limit_gb={limit}: use "
                 "fit_mode='low_memory' (the same predictions without a cache), cache_precision='float16' (half the "
-                "memory), fewer n_estimators or max_train_rows, or raise cache_memory_limit_gb (None: no limit)"
+                f"memory), fewer n_estimators or {'a smaller local_max_rows' if local else 'max_train_rows'}, or raise "
+                "cache_memory_limit_gb (None: no limit)"
             )
 
     def _warn_limit(self, message: str) -> None:

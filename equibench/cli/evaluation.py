@@ -49,7 +49,7 @@ def _context_list(text: str) -> tuple[str, ...]:
 
 def evaluate(
     context: typer.Context,
-    suite: Annotated[str, typer.Option(autocompletion=complete_suite, help="gt10, le10, demo, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
+    suite: Annotated[str, typer.Option(autocompletion=complete_suite, help="gt10, le10, demo, large, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
     out: Annotated[Optional[Path], typer.Option(help="Results directory (default runs/<suite>: the suite's name, or the suite file's name without its extension); rerun with the same one to resume.", show_default=False)] = None,
     methods: Annotated[str, typer.Option(autocompletion=complete_methods, help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,

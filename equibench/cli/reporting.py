@@ -137,7 +137,7 @@ OTHER_REPORT = Path("runs") / "report"
 
 def found_results(root: Path = RESULTS_ROOT) -> list[Path]:
     """The folders ``root``/<name> that hold results of ``equibench evaluate`` (cells/*.json or a
-    results.csv), sorted by name: in a checkout, results/demo, results/gt10 and results/le10."""
+    results.csv), sorted by name: in a checkout, results/demo, results/gt10, results/large and results/le10."""
     if not root.is_dir():
         return []
     return sorted(folder for folder in root.iterdir() if folder.is_dir() and (
@@ -163,13 +163,13 @@ def report_folders(results: list[Path] | None, out: Path | None) -> tuple[list[P
 
 
 def report(
-    results: Annotated[Optional[list[Path]], typer.Option(help="A results directory of `equibench evaluate` (repeat for several). Default: every results/<name> folder here that holds results (in the checkout: the committed results/demo, results/gt10, results/le10).", show_default=False)] = None,
+    results: Annotated[Optional[list[Path]], typer.Option(help="A results directory of `equibench evaluate` (repeat for several). Default: every results/<name> folder here that holds results (in the checkout: the committed results/demo, results/gt10, results/large, results/le10).", show_default=False)] = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory (REPORT.md, tables/, figures/). Default: results/report for the default results (it regenerates the committed report), else runs/report.", show_default=False)] = None,
 ) -> None:
     """Tables, figures and REPORT.md from stored evaluation results (runs no model).
 
     With no options, in the checkout: the committed report (results/report) regenerated from the
-    committed results (results/demo, results/gt10, results/le10), byte for byte."""
+    committed results (results/demo, results/gt10, results/large, results/le10), byte for byte."""
     from ..report import build_report
 
     results, out = report_folders(results, out)

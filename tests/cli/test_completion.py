@@ -16,7 +16,7 @@ def test_suite_completion_offers_the_builtin_suites_and_suite_files(tmp_path, mo
     (tmp_path / "suites").mkdir()
     (tmp_path / "suites" / "other.yaml").write_text("tasks: [5]\n")
     monkeypatch.chdir(tmp_path)
-    assert [value for value, _ in complete_suite("")] == ["gt10", "le10", "demo", "mine.toml"]
+    assert [value for value, _ in complete_suite("")] == ["gt10", "le10", "demo", "large", "mine.toml"]
     assert complete_suite("le")[0] == ("le10", "76 tasks")
     assert [value for value, _ in complete_suite("m")] == ["mine.toml"]  # not the table file
     assert [value for value, _ in complete_suite("s")] == ["suites/"]

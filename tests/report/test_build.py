@@ -311,20 +311,20 @@ def test_ratio_speedup_bars_are_tabpfn_stars_variants_against_equitabpfn(report,
 
 @pytest.mark.slow
 def test_cli_report_without_options_regenerates_the_committed_report_byte_for_byte(tmp_path, monkeypatch):
-    """`equibench report` in a checkout rewrites results/report from results/demo, gt10, le10:
+    """`equibench report` in a checkout rewrites results/report from results/demo, gt10, large, le10:
     the same bytes as committed, so it leaves the checkout unmodified (about 15 s)."""
     import shutil
 
     root = Path(__file__).resolve().parents[2]
     committed = root / "results" / "report"
-    for suite in ("demo", "gt10", "le10"):
+    for suite in ("demo", "gt10", "large", "le10"):
         shutil.copytree(root / "results" / suite, tmp_path / "results" / suite, ignore=shutil.ignore_patterns("probas"))
         (tmp_path / "results" / suite / "probas").symlink_to(root / "results" / suite / "probas")  # only read
     shutil.copytree(committed, tmp_path / "results" / "report", ignore=shutil.ignore_patterns(".equibench.lock*"))
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["report"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == "read results/demo, results/gt10, results/le10"
+    assert result.stdout.splitlines()[0] == "read results/demo, results/gt10, results/large, results/le10"
     written = sorted(path.relative_to(tmp_path / "results" / "report") for path in
                      (tmp_path / "results" / "report").rglob("*") if path.is_file() and "lock" not in path.name)
     assert written == sorted(path.relative_to(committed) for path in committed.rglob("*")
