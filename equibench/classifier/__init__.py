@@ -75,8 +75,9 @@ class EquiTabPFNClassifier(PFNClassifier):
         ``preprocessing.CONTEXT_CLASS_FLOOR`` (10) rows (or all it has).
     ignore_pretraining_limits : bool, default=False
         If True, every training row is the context however many there are (memory and
-        time grow with it) and no :class:`PretrainingLimitWarning` is issued. The network
-        takes at most 100 features either way.
+        time grow with it) and no :class:`PretrainingLimitWarning` is issued for it. The
+        network takes at most 100 features either way: dropping the others is still
+        announced by that warning.
     categorical_features : array-like of int, bool or str, default=None
         Columns to treat as categorical besides the non-numeric ones, for instance
         integer-coded categories in an array: indices, a boolean mask, or column names of

@@ -220,11 +220,11 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         f_max = self.model_.config.f_max
         self.encoder_ = TableEncoder(f_max, random_state=rng.randint(2**31 - 1), categorical_features=categorical)
         values = self.encoder_.fit_transform(X_rows, y_encoded[rows])
-        if self.encoder_.n_varying_ > f_max:
+        if self.encoder_.n_varying_ > f_max:  # announced even with ignore_pretraining_limits: a hard limit
             self._warn_limit(
                 f"{self.encoder_.n_varying_} non-constant features exceed the {f_max} the network takes: the "
                 f"{f_max} with the highest mutual information with y are used. Select features yourself (e.g. "
-                "SelectKBest in a Pipeline) to choose which"
+                "SelectKBest in a Pipeline) to choose which", always=True
             )
         if self.preprocessing == "official":
             self.transforms_ = [OfficialTransform(f_max)]
@@ -268,8 +268,8 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
                 "cache_memory_limit_gb (None: no limit)"
             )
 
-    def _warn_limit(self, message: str) -> None:
-        if not self.ignore_pretraining_limits:
+    def _warn_limit(self, message: str, always: bool = False) -> None:
+        if always or not self.ignore_pretraining_limits:
             warnings.warn(f"{type(self).__name__}: {message}.", PretrainingLimitWarning, stacklevel=3)
 
     def _check_params(self) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -123,8 +123,11 @@ def _label_kind(value) -> str:
 
 
 def check_labels(y: pd.Series, target: str, where: str) -> None:
-    """Refuse a target column with missing labels, with labels of several kinds (numbers and
-    text, ...), or with fewer than two classes."""
+    """Refuse a target column with no rows, with missing labels, with labels of several kinds
+    (numbers and text, ...), or with fewer than two classes."""
+    if len(y) == 0:
+        raise InvalidInputError(f"{where} has no rows (only a header?); give it rows with at least two classes in "
+                                f"column {target!r}")
     if y.isna().any():
         raise InvalidInputError(
             f"target column {target!r} of {where} has {int(y.isna().sum())} missing values; drop those rows"

@@ -204,12 +204,13 @@ def test_subsampling_warns_naming_the_parameter_and_can_be_lifted():
     assert len(lifted.train_labels_) == 120
 
 
-def test_feature_selection_warns():
+@pytest.mark.parametrize("ignore_pretraining_limits", [False, True])
+def test_feature_selection_warns_even_when_the_row_limit_is_lifted(ignore_pretraining_limits):
     rng = np.random.RandomState(0)
     X = rng.normal(size=(40, 130))
     y = (X[:, 5] > 0).astype(int)
     with pytest.warns(PretrainingLimitWarning, match="130 non-constant features exceed the 100"):
-        _equi(n_estimators=1).fit(X, y)
+        _equi(n_estimators=1, ignore_pretraining_limits=ignore_pretraining_limits).fit(X, y)
 
 
 def test_categorical_features_mark_integer_codes():

@@ -184,3 +184,13 @@ def test_evaluate_frame_takes_polars_and_a_fold_column(tmp_path):
     assert summary.counts["ok"] == 1
     rows = pd.read_csv(tmp_path / "results.csv")
     assert rows.n_test.tolist() == [30] and rows.n_features.tolist() == [3]
+
+
+def test_a_table_without_rows_is_refused_naming_it(tmp_path):
+    """A header-only CSV or a zero-row frame: one clear line, not an IndexError."""
+    (tmp_path / "empty.csv").write_text("x,outcome\n")
+    suite = load_suite(_suite(tmp_path, '{file = "empty.csv", target = "outcome"}'))
+    with pytest.raises(InvalidInputError, match=r"empty.csv' has no rows \(only a header\?\)"):
+        load_task("file-empty", None, suite.files)
+    with pytest.raises(InvalidInputError, match="has no rows"):
+        evaluate_frame(_table().iloc[:0], "outcome", tmp_path / "out", methods="knn", folds=0)
