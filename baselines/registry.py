@@ -42,6 +42,24 @@ class Requirement:
     module: str  # import name
     pip: str  # pip requirement
 
+    def installed(self) -> bool:
+        """Whether the module imports here and, when ``pip`` pins versions (``tabpfn<2``), the
+        installed distribution's version satisfies them (tabpfn 9 does not run TabPFN v1)."""
+        import importlib.util
+        from importlib import metadata
+
+        if importlib.util.find_spec(self.module) is None:
+            return False
+        from packaging.requirements import Requirement as PipRequirement
+
+        wanted = PipRequirement(self.pip)
+        if not wanted.specifier:
+            return True
+        try:
+            return wanted.specifier.contains(metadata.version(wanted.name), prereleases=True)
+        except metadata.PackageNotFoundError:  # importable but not pip-installed: cannot tell, trust the import
+            return True
+
 
 @dataclass(frozen=True)
 class MethodSpec:

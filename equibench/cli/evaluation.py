@@ -250,13 +250,11 @@ def download(
 
 def methods_data() -> list[dict]:
     """What `equibench methods` reports, as plain data."""
-    import importlib.util
-
     from ..baselines.registry import METHODS
 
     rows = []
     for spec in METHODS.values():
-        missing = spec.requires is not None and importlib.util.find_spec(spec.requires.module) is None
+        missing = spec.requires is not None and not spec.requires.installed()
         rows.append({
             "method": spec.name, "label": spec.label, "variants": "ensemble sizes" if spec.ensembles else "default",
             "ready": not missing, "install": f"pip install \"{spec.requires.pip}\"" if missing else None,

@@ -38,6 +38,8 @@ def score(
     from ..pretrain.scorecard import score_checkpoint
 
     fold_list = int_list(folds, "--folds")
+    if out is not None:
+        _check_out_file(out)
     bar = Progress(TextColumn("[bold]score"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                    TimeElapsedColumn(), console=output.errors, disable=not progress)
     task = bar.add_task("", total=None)
@@ -64,3 +66,20 @@ def score(
         typer.echo(markdown)
     if not scorecard.met:
         raise typer.Exit(code=NOT_MET_EXIT_CODE)
+
+
+def _check_out_file(out: Path) -> None:
+    """Refuse, before any scoring, an ``--out`` that cannot be written: a folder, or a file in a
+    folder that is missing or not writable."""
+    import os
+
+    from ..errors import InvalidInputError
+
+    if out.is_dir():
+        raise InvalidInputError(f"--out {str(out)!r} is a folder; give a file path for the Markdown, e.g. "
+                                f"{str(out / 'score.md')!r}")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise InvalidInputError(f"--out {str(out)!r}: the folder {str(folder)!r} does not exist; create it first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InvalidInputError(f"--out {str(out)!r}: the folder {str(folder)!r} is not writable; choose another place")

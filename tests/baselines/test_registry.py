@@ -40,3 +40,22 @@ def test_a_missing_optional_package_names_its_pip_requirement(monkeypatch):
         with optional_import("xgboost"):
             import xgboost  # noqa: F401
     assert info.value.hint == 'pip install "xgboost-cpu"'
+
+
+def test_methods_checks_the_version_of_a_pinned_package_not_only_the_module(monkeypatch):
+    """tabpfn 9 imports as `tabpfn` but runs only TabPFN v2: v1 (tabpfn<2) is not ready."""
+    import importlib.util
+    from importlib import metadata
+
+    from equibench.cli.evaluation import methods_data
+
+    real_find_spec, real_version = importlib.util.find_spec, metadata.version
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "tabpfn" else real_find_spec(name, *a))
+    monkeypatch.setattr(metadata, "version", lambda name: "9.2.0" if name == "tabpfn" else real_version(name))
+    rows = {row["method"]: row for row in methods_data()}
+    assert not rows["tabpfn-v1"]["ready"] and rows["tabpfn-v1"]["install"] == 'pip install "tabpfn<2"'
+    assert rows["tabpfn-v2"]["ready"]
+    monkeypatch.setattr(metadata, "version", lambda name: "1.0.0" if name == "tabpfn" else real_version(name))
+    rows = {row["method"]: row for row in methods_data()}
+    assert rows["tabpfn-v1"]["ready"] and not rows["tabpfn-v2"]["ready"]

@@ -96,3 +96,21 @@ def test_bad_input_is_one_error_line_and_status_2(args, message, tmp_path, monke
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and message in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("out, message", [
+    ("reports", "--out 'reports' is a folder; give a file path for the Markdown, e.g. 'reports/score.md'"),
+    ("nowhere/score.md", "the folder 'nowhere' does not exist; create it first"),
+    ("locked/score.md", "the folder 'locked' is not writable; choose another place"),
+])
+def test_an_unwritable_out_is_refused_before_any_scoring(out, message, scored, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked").chmod(0o555)
+    monkeypatch.setattr("os.access", lambda path, mode: str(path) != "locked")  # root ignores permissions
+    scored["card"] = _card(0.95)
+    result = CliRunner().invoke(app, ["score", "m.pt", "--out", out, "--no-progress"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and message in result.stderr
+    assert "checkpoint" not in scored  # refused before the scoring started
