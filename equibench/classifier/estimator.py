@@ -81,6 +81,11 @@ def _choices(name: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
     return chosen
 
 
+def _size_text(size: float) -> str:
+    """A byte count in GB, or in MB below 0.1 GB (never "0.00 GB")."""
+    return f"{size / 1e9:.2f} GB" if size >= 1e8 else f"{size / 1e6:.3g} MB"
+
+
 def _check_labels_present(y: np.ndarray) -> None:
     """Refuse missing labels (None or NaN) with the rows that have them."""
     missing = pd.isna(y)
@@ -260,7 +265,7 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
             what = (f"{len(self.cluster_contexts_)} local contexts of {np.mean([len(c) for c in self.cluster_contexts_]):.0f} "
                     "rows on average" if local else f"{len(self.train_labels_)} context rows")
             raise InvalidInputError(
-                f"fit_mode='fit_with_cache' would keep about {size / 1e9:.2f} GB of cached keys and values "
+                f"fit_mode='fit_with_cache' would keep about {_size_text(size)} of cached keys and values "
                 f"({len(self.transforms_)} members, {what}, {len(self.classes_)} classes, "
                 f"{str(self._cache_storage_dtype()).removeprefix('torch.')}), above cache_memory_limit_gb={limit}: use "
                 "fit_mode='low_memory' (the same predictions without a cache), cache_precision='float16' (half the "

@@ -147,11 +147,15 @@ def _read(path: Path) -> tuple[dict, dict]:
             arrays = {name: archive[name] for name in archive.files}
         text = str(arrays.pop("header"))
         header = json.loads(text)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as error:
-        raise FitStateError(
-            f"{str(path)!r} is not a readable fit-state file ({type(error).__name__}: {error}); write it with "
-            "save_fit_state"
+    except ValueError as error:
+        if "allow_pickle" not in str(error):
+            raise _unreadable(path, error) from error
+        raise FitStateError(  # numpy's own advice (allow_pickle=True) would run code from the file: not given
+            f"{str(path)!r} holds Python objects, which a fit state never does (it is not one, or it was altered), "
+            "so it is not loaded; write it again with save_fit_state"
         ) from error
+    except (OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        raise _unreadable(path, error) from error
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise FitStateError(f"{str(path)!r} is not an equibench fit state; write it with save_fit_state")
     if header.get("format_version") != FORMAT_VERSION:
@@ -161,6 +165,12 @@ def _read(path: Path) -> tuple[dict, dict]:
         )
     _check_digests(path, text, header, arrays)
     return header, arrays
+
+
+def _unreadable(path: Path, error: Exception) -> FitStateError:
+    return FitStateError(
+        f"{str(path)!r} is not a readable fit-state file ({type(error).__name__}: {error}); write it with save_fit_state"
+    )
 
 
 def _check_digests(path: Path, text: str, header: dict, arrays: dict) -> None:

@@ -20,7 +20,7 @@ from sklearn.utils.estimator_checks import check_methods_subset_invariance
 
 from equibench import EquiTabPFNClassifier, PretrainingLimitWarning, TabPFNStarClassifier
 from equibench.devices import resolve_precision
-from equibench.errors import FitStateError
+from equibench.errors import FitStateError, InvalidInputError
 from equibench.model import CheckpointError
 
 from .common import blobs
@@ -267,3 +267,14 @@ def test_keyword_only_parameters_and_documented_attributes(classifier_class):
     if classifier_class is EquiTabPFNClassifier:
         for name in parameters:
             assert name == "self" or f"{name} :" in doc, f"parameter {name} is not documented"
+
+
+def test_a_lazy_frame_is_refused_with_what_to_do():
+    pl = pytest.importorskip("polars")
+    X, y = blobs()
+    lazy = pl.DataFrame(X, schema=[f"f{j}" for j in range(X.shape[1])]).lazy()
+    with pytest.raises(InvalidInputError, match=r"X is a lazy frame \(polars LazyFrame\).*collect it first"):
+        _equi().fit(lazy, y)
+    fitted = _equi().fit(lazy.collect(), y)
+    with pytest.raises(InvalidInputError, match="collect it first"):
+        fitted.predict(lazy)

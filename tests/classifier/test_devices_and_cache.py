@@ -101,7 +101,8 @@ def test_a_cache_above_the_limit_is_refused_before_it_is_built(monkeypatch):
     X, y = blobs(n=60)
     monkeypatch.setattr(estimator_module.PFNClassifier, "_encode_contexts", lambda self: pytest.fail("built"))
     expected = _equi().fit(X, y).estimate_cache_bytes()
-    message = (f"would keep about {expected / 1e9:.2f} GB of cached keys and values .* above "
+    assert expected < 1e8  # a small cache is stated in MB, never "0.00 GB"
+    message = (f"would keep about {expected / 1e6:.3g} MB of cached keys and values .* above "
                "cache_memory_limit_gb=0.0001: use fit_mode='low_memory'.*cache_precision='float16'")
     with pytest.raises(InvalidInputError, match=message):
         _equi(fit_mode="fit_with_cache", cache_memory_limit_gb=1e-4).fit(X, y)

@@ -102,3 +102,11 @@ def test_a_file_of_the_previous_format_is_refused_with_what_to_do(saved, tmp_pat
     older = _rewrite(tmp_path / "v1.npz", arrays, header_edit=lambda h: h.update(format_version=1))
     with pytest.raises(FitStateError, match="format version 1, this equibench reads version 2: fit the classifier again"):
         _load(older)
+
+
+def test_a_file_holding_python_objects_is_refused_without_numpys_unsafe_advice(tmp_path):
+    path = tmp_path / "objects.npz"
+    np.savez(path, header=np.array({"format": "equibench-fit-state"}, dtype=object))
+    with pytest.raises(FitStateError, match="holds Python objects, which a fit state never does") as caught:
+        EquiTabPFNClassifier.load_from_fit_state(path)
+    assert "allow_pickle" not in str(caught.value)
