@@ -139,6 +139,19 @@ def _read_payload(path: Path) -> dict:
     return payload
 
 
+def check_finite_weights(state: dict, what: str) -> None:
+    """Refuse weights (a state dict) with NaN or infinite values: ``what`` (e.g. "checkpoint 'x.pt'")
+    holds a diverged training."""
+    non_finite = sorted(name for name, tensor in state.items()
+                        if tensor.is_floating_point() and not torch.isfinite(tensor).all())
+    if non_finite:
+        raise CheckpointError(
+            f"{what} holds NaN or infinite weights ({', '.join(non_finite[:3])}"
+            f"{', ...' if len(non_finite) > 3 else ''}): its training diverged; use an earlier checkpoint or retrain "
+            "with a lower learning rate"
+        )
+
+
 def load_checkpoint(path: str | os.PathLike) -> tuple[nn.Module, ModelCard]:
     """Load a model (float32, eval mode, on CPU) and its card, validating the file."""
     if not str(path).strip():
@@ -164,14 +177,7 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[nn.Module, ModelCard]:
             f"missing weights {missing[:5]}, unexpected weights {unexpected[:5]}, "
             f"wrong shapes {wrong_shape[:5]}; the file was written by a different model version"
         )
-    non_finite = sorted(name for name, tensor in state.items()
-                        if tensor.is_floating_point() and not torch.isfinite(tensor).all())
-    if non_finite:
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} holds NaN or infinite weights ({', '.join(non_finite[:3])}"
-            f"{', ...' if len(non_finite) > 3 else ''}): its training diverged; use an earlier checkpoint or retrain "
-            "with a lower learning rate"
-        )
+    check_finite_weights(state, f"checkpoint {str(path)!r}")
     model.load_state_dict({name: tensor.float() for name, tensor in state.items()})
     if card.arch != payload["arch"]:
         raise CheckpointError(

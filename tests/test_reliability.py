@@ -610,3 +610,23 @@ def test_14_evaluate_checkpoint_options_that_are_not_files(tmp_path, value, mess
     result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--out", str(tmp_path / "o"),
                                       "--equitabpfn-checkpoint", value])
     assert message in _clean_error(result) and not (tmp_path / "o").exists()
+
+
+def test_14_a_diverged_training_state_is_refused_before_anything_is_exported(trained_run, tmp_path):
+    """A run whose model.pt is missing and whose training state holds NaN weights: `export`
+    refuses it in one line before it writes model.pt or --out."""
+    from equibench.pretrain import STATE_FILE, state_file
+    from equibench.pretrain.run_dir import load_state
+
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    state = load_state(run)
+    for tensor in state["model"].values():
+        if tensor.is_floating_point():
+            tensor.fill_(float("nan"))
+    state_file.write(state, run / STATE_FILE)
+    (run / "model.pt").unlink()
+    result = CliRunner().invoke(app, ["export", str(run), "--out", str(tmp_path / "shipped.pt")])
+    assert result.exit_code == 2, result.output
+    assert "the training state in" in _clean_error(result) and "NaN or infinite weights" in _clean_error(result)
+    assert not (run / "model.pt").exists() and not (tmp_path / "shipped.pt").exists()

@@ -28,6 +28,7 @@ from torch import nn
 from ..atomic_files import atomic_write_text
 from ..errors import InvalidInputError
 from ..model import ModelCard, build_model, count_parameters, save_checkpoint, size_config
+from ..model.checkpoint import check_finite_weights
 from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from . import state_file
 from .config import TrainConfig
@@ -152,6 +153,7 @@ def model_file(out_dir: Path) -> Path:
     with locked(out_dir, f"wait for its next checkpoint, which writes {MODEL_FILE}, or stop it"):
         if not path.exists():  # a run may have written it before this process took the lock
             model, card = model_from_state(out_dir)
+            check_finite_weights(model.state_dict(), f"the training state in {str(out_dir)!r}")  # nothing written
             save_checkpoint(model, path, card)
     return path
 

@@ -234,6 +234,10 @@ def frame_suite(frame, target: str, out: Path, name: str, fold_column: str | Non
     _refuse_repeated_columns(list(frame.columns), "the frame")
     if target not in frame.columns:
         raise InvalidInputError(f"the frame has no target column {target!r}; its columns are {list(frame.columns)}")
+    if fold_column is not None and fold_column not in frame.columns:  # before anything is written
+        raise InvalidInputError(
+            f"the frame has no fold column {fold_column!r} (fold_column); its columns are {list(frame.columns)}"
+        )
     check_labels(frame[target], target, "the frame")
     frame = _uniform_object_columns(frame)
     data_path = out / "data" / f"{name}.parquet"

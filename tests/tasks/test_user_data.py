@@ -194,3 +194,9 @@ def test_a_table_without_rows_is_refused_naming_it(tmp_path):
         load_task("file-empty", None, suite.files)
     with pytest.raises(InvalidInputError, match="has no rows"):
         evaluate_frame(_table().iloc[:0], "outcome", tmp_path / "out", methods="knn", folds=0)
+
+
+def test_a_missing_fold_column_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(InvalidInputError, match="the frame has no fold column 'folds' \\(fold_column\\)"):
+        evaluate_frame(_table(), "outcome", tmp_path / "out", fold_column="folds", methods="knn", folds=0)
+    assert not (tmp_path / "out").exists()
