@@ -16,8 +16,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Pa
     """Call ``write(tmp_path)`` on a temporary file beside ``path`` (named
     ``.<name>.XXXXXXXX.tmp``), flush it to disk, then rename it to ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except PermissionError:  # named for the file asked for, not its temporary sibling
+        raise PermissionError(
+            f"cannot write {str(path)!r}: the folder {str(path.parent)!r} is not writable; choose a writable place"
+        ) from None
     os.close(handle)
     try:
         write(Path(tmp))
