@@ -16,7 +16,7 @@ import hashlib
 from importlib import metadata
 from pathlib import Path
 
-from ..errors import MethodUnavailableError
+from ..errors import CheckpointError, MethodUnavailableError
 from .base import Method, optional_import
 from .settings import TabICLSettings
 
@@ -32,6 +32,26 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _check_format(path: Path) -> None:
+    """Refuse, before any cell runs, a file that is not a TabICL checkpoint: what the package
+    itself reads (``torch.load(weights_only=True)``), a dict with ``config`` and ``state_dict``."""
+    import pickle
+
+    import torch
+
+    advice = ("give the .ckpt file of the tabicl package's format (a torch file holding a dict with `config` and "
+              "`state_dict`, e.g. tabicl-classifier-v2-20260212.ckpt), or leave the option out to skip TabICL")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as error:
+        raise CheckpointError(f"--tabicl-checkpoint (tabicl_checkpoint) {str(path)!r} is not a TabICL checkpoint: it "
+                              f"does not read as torch weights ({type(error).__name__}); {advice}") from None
+    if not isinstance(checkpoint, dict) or not {"config", "state_dict"} <= set(checkpoint):
+        found = sorted(map(str, checkpoint))[:5] if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise CheckpointError(f"--tabicl-checkpoint (tabicl_checkpoint) {str(path)!r} is not a TabICL checkpoint: it "
+                              f"holds {found}, not `config` and `state_dict`; {advice}")
+
+
 class TabICLMethod(Method):
     name = "tabicl"
     settings: TabICLSettings
@@ -43,6 +63,7 @@ class TabICLMethod(Method):
         if not settings.checkpoint or not Path(settings.checkpoint).is_file():
             return settings
         path = Path(settings.checkpoint).resolve()
+        _check_format(path)
         return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=_sha256(path))
 
     def _checkpoint(self) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from importlib import metadata
 
 import numpy as np
@@ -14,7 +15,7 @@ import torch
 
 from equibench.baselines.registry import method_spec
 from equibench.baselines.settings import MethodOptions, TabICLSettings
-from equibench.errors import MethodUnavailableError
+from equibench.errors import CheckpointError, MethodUnavailableError
 from equibench.evaluate.run import EvaluateConfig, evaluate
 
 #: A network with 4 output classes: more classes go through TabICL's hierarchy.
@@ -94,3 +95,19 @@ def test_a_one_class_fold_without_a_checkpoint_is_skipped_not_ok(monkeypatch):
     method = implementation(3, 0, TabICLSettings()).fit(np.zeros((4, 2), np.float32), np.zeros(4, int))
     with pytest.raises(MethodUnavailableError, match="no weights"):
         method.provenance()
+
+
+@pytest.mark.parametrize("content, found", [
+    (b"not a checkpoint at all", "does not read as torch weights"),
+    ({"model": {}}, "holds ['model'], not `config` and `state_dict`"),
+])
+def test_a_file_that_is_no_tabicl_checkpoint_is_refused_before_any_cell(content, found, tmp_path):
+    path = tmp_path / "other.ckpt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        torch.save(content, path)
+    with pytest.raises(CheckpointError, match=f"--tabicl-checkpoint .* is not a TabICL checkpoint: it {re.escape(found)}") \
+            as caught:
+        evaluate(_iris(tmp_path, tabicl_checkpoint=str(path)), tmp_path / "out", progress=False)
+    assert "weights_only" not in str(caught.value) and not (tmp_path / "out").exists()
