@@ -125,11 +125,16 @@ def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
             raise TaskUnavailableError(_damage(task_id, root, kept, before, error)) from error
         test_folds = np.full(len(X), -1)
         n_folds = task.get_split_dimensions()[1]
-        for fold in range(n_folds):
-            _, test = task.get_train_test_split_indices(fold=fold, repeat=0)
-            test_folds[test] = fold
-        if (test_folds < 0).any():
+        splits = [task.get_train_test_split_indices(fold=fold, repeat=0)[1] for fold in range(n_folds)]
+        beyond = max((int(test.max()) for test in splits if len(test)), default=-1)
+        if beyond >= len(X):  # the data file lost rows (a truncated dataset.arff) that the folds still name
+            unsplit = ValueError(f"its folds name row {beyond}, but the dataset holds only {len(X)} rows (the data "
+                                 "file is truncated?)")
+        else:
+            for fold, test in enumerate(splits):
+                test_folds[test] = fold
             unsplit = ValueError(f"{int((test_folds < 0).sum())} rows are in no test fold")
+        if beyond >= len(X) or (test_folds < 0).any():
             if before is None:  # fetched from the server just now
                 raise InvalidInputError(f"task {task_id}: {unsplit}")
             raise TaskUnavailableError(_damage(task_id, root, kept, before, unsplit))

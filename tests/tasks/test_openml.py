@@ -100,3 +100,19 @@ def test_uncached_task_names_the_task_and_the_offline_option(tmp_path):
     cache = working_cache(SHARED_CACHE, tmp_path / "work")
     with pytest.raises(TaskUnavailableError, match=r"task 999999 .*openml_cache"):
         load_task(999999, cache)
+
+
+@needs_cache
+def test_a_data_file_cut_at_a_line_is_a_damaged_task_naming_the_file(tmp_path):
+    """A dataset.arff that lost its last rows (cut at a line end, so it still parses) while the
+    folds name them: the task is damaged, named with its file, not an IndexError."""
+    source = tmp_path / "source"
+    shutil.copytree(SHARED_CACHE / "org" / "openml" / "www" / "tasks" / "7", source / "org/openml/www/tasks/7")
+    shutil.copytree(SHARED_CACHE / "org" / "openml" / "www" / "datasets" / "7", source / "org/openml/www/datasets/7")
+    data = source / "org" / "openml" / "www" / "datasets" / "7" / "dataset.arff"
+    lines = data.read_text().splitlines(keepends=True)
+    data.write_text("".join(lines[:200]))
+    work = working_cache(source, tmp_path / "work")
+    with pytest.raises(TaskUnavailableError, match=r"datasets/7/dataset.arff has \d+ rows") as caught:
+        load_task(7, work)
+    assert "fetch the task again" in str(caught.value)
