@@ -95,9 +95,10 @@ class EquiTabPFN(nn.Module):
     # -- the forward in pieces (model/inference.py) ----------------------------------------
 
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
-                       plan: ChunkPlan | None = None) -> Context:
+                       plan: ChunkPlan | None = None, store_dtype: torch.dtype | None = None) -> Context:
         """The train side for a training set, computed once: per layer the train rows' keys and
-        values, and the final train representations and one-hot labels for the decoder.
+        values, and the final train representations and one-hot labels for the decoder, stored
+        in ``store_dtype`` (default: the compute dtype) as each layer produces them.
 
         x_train: (B, N, F) normalised features; y_train: (B, N) class ids in [0, n_classes).
         """
@@ -106,8 +107,8 @@ class EquiTabPFN(nn.Module):
         slots = self.class_slots(n_classes)
         y_onehot = self._onehot(y_train, slots)  # (B, N, S)
         tokens = self._tokens(x_train, y_onehot, slots, plan)  # (B, N, 1+S, d)
-        tokens, keys_values = self._layers_chunked(tokens, plan, x_train.shape[1], keep=True)
-        return Context(n_classes, keys_values, tokens.flatten(2), y_onehot)
+        tokens, keys_values = self._layers_chunked(tokens, plan, x_train.shape[1], keep=True, keep_dtype=store_dtype)
+        return Context(n_classes, keys_values, tokens.flatten(2).to(dtype=store_dtype), y_onehot.to(dtype=store_dtype))
 
     def context_numel(self, n_train: int, n_classes: int) -> int:
         """Numbers an :meth:`encode_context` of one training set holds: keys and values per
@@ -200,7 +201,7 @@ class EquiTabPFN(nn.Module):
         return tokens
 
     def _layers_chunked(self, tokens: torch.Tensor, plan: ChunkPlan, n_train: int, cache: list | None = None,
-                        keep: bool = False) -> tuple[torch.Tensor, list]:
+                        keep: bool = False, keep_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, list]:
         """The layers and the final norm on ``tokens`` (B, R, 1+K, d), in place; datapoint
         attention against ``cache``'s keys/values or the first ``n_train`` rows' (returned
         per layer with ``keep``)."""
@@ -208,6 +209,6 @@ class EquiTabPFN(nn.Module):
         for index, layer in enumerate(self.layers):
             tokens = components_chunked(layer.components, tokens, plan)
             tokens, keys_values = datapoints_chunked(layer.datapoints, tokens, plan, n_train,
-                                                     None if cache is None else cache[index], keep)
+                                                     None if cache is None else cache[index], keep, keep_dtype)
             kept.append(keys_values)
         return norm_chunked(self.final_norm, tokens, plan), kept

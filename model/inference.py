@@ -139,11 +139,14 @@ def datapoints_chunked(
     n_train: int,
     cached: tuple[torch.Tensor, torch.Tensor] | None = None,
     keep: bool = False,
+    keep_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
     """The datapoint block on ``tokens`` (B, R, S, d): in one piece when it fits the plan,
     else in place a chunk of slots at a time (slots are independent). Keys/values come from
     ``cached`` or else from the first ``n_train`` rows of ``tokens``; with ``keep``, the
-    latter are returned for all slots. Returns (tokens, kept keys/values or None)."""
+    latter are returned for all slots, stored in ``keep_dtype`` (default: the tokens') chunk
+    by chunk, so that a lower-precision cache never holds a full-precision copy. Returns
+    (tokens, kept keys/values or None)."""
     batch, rows, slots, width = tokens.shape
     step = plan.slots(rows, n_train, width, block.mlp[0].out_features)
     if step >= slots:
@@ -151,7 +154,8 @@ def datapoints_chunked(
             key, value = cached[0].to(tokens.dtype), cached[1].to(tokens.dtype)
         else:
             key, value = train_keys_values(block, tokens[:, :n_train])
-        return attend_to_train(block, tokens, key, value), (key, value) if keep else None
+        kept = (key.to(dtype=keep_dtype), value.to(dtype=keep_dtype)) if keep else None
+        return attend_to_train(block, tokens, key, value), kept
     kept = None
     for start in range(0, slots, step):
         chunk = slice(start, start + step)
@@ -161,7 +165,9 @@ def datapoints_chunked(
             key, value = train_keys_values(block, tokens[:, :n_train, chunk])
             if keep:
                 if kept is None:
-                    kept = (key.new_empty(batch, slots, *key.shape[2:]), value.new_empty(batch, slots, *value.shape[2:]))
+                    dtype = keep_dtype or key.dtype
+                    kept = (key.new_empty(batch, slots, *key.shape[2:], dtype=dtype),
+                            value.new_empty(batch, slots, *value.shape[2:], dtype=dtype))
                 kept[0][:, chunk], kept[1][:, chunk] = key, value
         tokens[:, :, chunk] = attend_to_train(block, tokens[:, :, chunk], key, value)
     return tokens, kept

@@ -68,15 +68,16 @@ class TabPFNStar(nn.Module):
     # -- the forward in pieces (model/inference.py) ----------------------------------------
 
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
-                       plan: ChunkPlan | None = None) -> Context:
+                       plan: ChunkPlan | None = None, store_dtype: torch.dtype | None = None) -> Context:
         """The train side for a training set, computed once: per block the train rows' keys
-        and values. x_train: (B, N, F); y_train: (B, N) class ids in [0, n_classes)."""
+        and values, stored in ``store_dtype`` (default: the compute dtype) block by block.
+        x_train: (B, N, F); y_train: (B, N) class ids in [0, n_classes)."""
         plan = plan or ChunkPlan()
         self._check_classes(n_classes)
         tokens = self._tokens(x_train, y_train)  # (B, N, 1, d)
         keys_values = []
         for block in self.blocks:
-            tokens, kept = datapoints_chunked(block, tokens, plan, x_train.shape[1], keep=True)
+            tokens, kept = datapoints_chunked(block, tokens, plan, x_train.shape[1], keep=True, keep_dtype=store_dtype)
             keys_values.append(kept)
         return Context(n_classes, keys_values)
 

@@ -151,8 +151,8 @@ def _read(path: Path) -> tuple[dict, dict]:
         if "allow_pickle" not in str(error):
             raise _unreadable(path, error) from error
         raise FitStateError(  # numpy's own advice (allow_pickle=True) would run code from the file: not given
-            f"{str(path)!r} holds Python objects, which a fit state never does (it is not one, or it was altered), "
-            "so it is not loaded; write it again with save_fit_state"
+            f"{str(path)!r} is not a readable fit-state file: it holds pickled Python objects, which a fit state never "
+            "does (it is not one, or it was altered), and loading them could run code; write it with save_fit_state"
         ) from error
     except (OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as error:
         raise _unreadable(path, error) from error

@@ -139,8 +139,8 @@ class LocalPrediction:
                     x_train = x_train.to(self.device_, dtype).unsqueeze(0)  # (1, n, F)
                     y_train = torch.from_numpy(run.labels).to(self.device_).unsqueeze(0)  # (1, n)
                     with torch.inference_mode(), self._mixed_precision(autocast):
-                        context = model.encode_context(x_train, y_train, run.n_classes)
-                    cached.append((transform, context.to(dtype=self._cache_dtype())))
+                        context = model.encode_context(x_train, y_train, run.n_classes, store_dtype=self._cache_dtype())
+                    cached.append((transform, context))
             contexts.append(cached)
         return contexts
 

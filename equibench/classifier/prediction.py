@@ -70,8 +70,8 @@ class EnsemblePrediction:
         with torch.inference_mode(), self._mixed_precision(autocast):
             for transform, train_features in zip(self.transforms_, self.train_features_):
                 x_train, y_train = self._member_context(dtype, transform, train_features)
-                context = model.encode_context(x_train, y_train, len(self.classes_))
-                contexts.append(context.to(dtype=self._cache_dtype()))
+                contexts.append(model.encode_context(x_train, y_train, len(self.classes_),
+                                                     store_dtype=self._cache_dtype()))  # stored as it is built
         return contexts
 
     def _member_outputs(self, values, embed: bool = False):

@@ -107,6 +107,6 @@ def test_a_file_of_the_previous_format_is_refused_with_what_to_do(saved, tmp_pat
 def test_a_file_holding_python_objects_is_refused_without_numpys_unsafe_advice(tmp_path):
     path = tmp_path / "objects.npz"
     np.savez(path, header=np.array({"format": "equibench-fit-state"}, dtype=object))
-    with pytest.raises(FitStateError, match="holds Python objects, which a fit state never does") as caught:
+    with pytest.raises(FitStateError, match="holds pickled Python objects, which a fit state never does") as caught:
         EquiTabPFNClassifier.load_from_fit_state(path)
     assert "allow_pickle" not in str(caught.value)
