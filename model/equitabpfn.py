@@ -116,6 +116,11 @@ class EquiTabPFN(nn.Module):
         slots = self.class_slots(n_classes)
         return (2 * self.config.n_layers + 1) * n_train * (1 + slots) * self.config.d_model + n_train * slots
 
+    def building_numel(self, n_train: int, n_classes: int) -> int:
+        """Numbers :meth:`encode_context` works with besides what it keeps, in the compute dtype:
+        the token tensor and one layer's keys and values, each N x (1+K) x d."""
+        return 3 * n_train * self.token_slots(n_classes) * self.config.d_model
+
     def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
         """The decoder's inputs for test rows x_test (B, M, F) against an :meth:`encode_context`:
         their final tokens, (B, M, 1+K, d) (slot 0 the covariate token, slot 1+k class k)."""

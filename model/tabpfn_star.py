@@ -86,6 +86,11 @@ class TabPFNStar(nn.Module):
         N x d per block, whatever K."""
         return 2 * len(self.blocks) * n_train * self.config.d_model
 
+    def building_numel(self, n_train: int, n_classes: int) -> int:
+        """Numbers :meth:`encode_context` works with besides what it keeps, in the compute dtype:
+        the token tensor and one block's keys and values, each N x d."""
+        return 3 * n_train * self.config.d_model
+
     def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
         """The decoder's inputs (B, M, d) for test rows x_test (B, M, F) against an :meth:`encode_context`."""
         plan = plan or ChunkPlan()

@@ -97,8 +97,10 @@ class EquiTabPFNClassifier(PFNClassifier):
         100 classes (docs/BENCHMARKS.md): probabilities moved by at most about 1e-3 with
         float16 and 1e-2 with bfloat16, and no accuracy changed.
     cache_memory_limit_gb : float or None, default=4.0
-        ``fit_mode="fit_with_cache"`` refuses at fit, before building it, a cache estimated
-        above this many GB (1e9 bytes), naming the estimate and the alternatives; None: no
+        ``fit_mode="fit_with_cache"`` refuses at fit, before any preprocessing, a cache whose
+        fit is estimated to peak above this many GB (1e9 bytes): the cache, built in
+        ``cache_precision``, plus the working memory of building it (the token tensor and
+        one layer's keys and values); the message names both and the alternatives. None: no
         limit.
     preprocessing : {"equibench", "official"}, default="equibench"
         "equibench": the ensemble preprocessing described in the Notes. "official": the

@@ -221,6 +221,10 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
                 f"random subsample of {len(rows)} rows in the table's class proportions. Raise max_train_rows, or pass "
                 "ignore_pretraining_limits=True to use every row (more memory and time)"
             )
+        if self.fit_mode == "fit_with_cache" and not local:  # refused before any preprocessing
+            n_members = 1 if self.preprocessing == "official" else self.n_estimators
+            self._check_cache_memory(self._cache_bytes(len(rows), n_members), n_members, f"{len(rows)} context rows",
+                                     self._building_bytes(len(rows), n_classes))
         X_rows = X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
         f_max = self.model_.config.f_max
         self.encoder_ = TableEncoder(f_max, random_state=rng.randint(2**31 - 1), categorical_features=categorical)
@@ -246,32 +250,38 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
             self.train_features_ = None
             if self.fit_mode == "fit_with_cache":
                 self._plan_clusters()
-                self._check_cache_memory()
+                mean_rows = np.mean([len(c) for c in self.cluster_contexts_])
+                largest = max(len(c) for c in self.cluster_contexts_)
+                self._check_cache_memory(self.estimate_cache_bytes(), len(self.transforms_),
+                                         f"{len(self.cluster_contexts_)} local contexts of {mean_rows:.0f} rows on average",
+                                         self._building_bytes(largest, n_classes))
                 self.contexts_ = self._encode_local_contexts()
             return self
         counts = self.encoder_.category_counts()
         self.train_features_ = [t.fit_transform(values, counts) for t in self.transforms_]  # each (N, F_used)
         if self.fit_mode == "fit_with_cache":
-            self._check_cache_memory()
             self.contexts_ = self._encode_contexts()
         return self
 
-    def _check_cache_memory(self) -> None:
-        """Refuse, before it is built, a fit_with_cache cache above ``cache_memory_limit_gb``."""
+    def _check_cache_memory(self, size: int, n_members: int, what: str, building: int) -> None:
+        """Refuse, before it is built, a fit_with_cache cache of ``size`` bytes whose fit's peak,
+        with the ``building`` bytes of working memory, is above ``cache_memory_limit_gb``;
+        ``what`` says which contexts it holds."""
         limit = self.cache_memory_limit_gb
-        size = self.estimate_cache_bytes()
-        if limit is not None and size > limit * 1e9:
-            local = self.context_ == "local"
-            what = (f"{len(self.cluster_contexts_)} local contexts of {np.mean([len(c) for c in self.cluster_contexts_]):.0f} "
-                    "rows on average" if local else f"{len(self.train_labels_)} context rows")
-            raise InvalidInputError(
-                f"fit_mode='fit_with_cache' would keep about {_size_text(size)} of cached keys and values "
-                f"({len(self.transforms_)} members, {what}, {len(self.classes_)} classes, "
-                f"{str(self._cache_storage_dtype()).removeprefix('torch.')}), above cache_memory_limit_gb={limit}: use "
-                "fit_mode='low_memory' (the same predictions without a cache), cache_precision='float16' (half the "
-                f"memory), fewer n_estimators or {'a smaller local_max_rows' if local else 'max_train_rows'}, or raise "
-                "cache_memory_limit_gb (None: no limit)"
-            )
+        if limit is None or size + building <= limit * 1e9:
+            return
+        local = self.context_ == "local"
+        dtype = str(self._cache_storage_dtype()).removeprefix("torch.")
+        options = ["fit_mode='low_memory' (the same predictions without a cache)"]
+        if self._cache_storage_dtype().itemsize > 2:
+            options.append("cache_precision='float16' (half the memory)")
+        options.append(f"fewer n_estimators or {'a smaller local_max_rows' if local else 'max_train_rows'}")
+        raise InvalidInputError(
+            f"fit_mode='fit_with_cache' would keep about {_size_text(size)} of cached keys and values ({n_members} "
+            f"members, {what}, {len(self.classes_)} classes, {dtype}) and work with {_size_text(building)} more while "
+            f"building them, above cache_memory_limit_gb={limit}: use "
+            f"{', '.join(options)}, or raise cache_memory_limit_gb (None: no limit)"
+        )
 
     def _warn_limit(self, message: str, always: bool = False) -> None:
         if always or not self.ignore_pretraining_limits:

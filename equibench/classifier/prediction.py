@@ -59,8 +59,18 @@ class EnsemblePrediction:
             if getattr(self, "cluster_contexts_", None) is None:
                 self._plan_clusters()
             return self._local_cache_numel() * self._cache_storage_dtype().itemsize
-        numel = self.model_.context_numel(len(self.train_labels_), len(self.classes_))
-        return len(self.transforms_) * numel * self._cache_storage_dtype().itemsize
+        return self._cache_bytes(len(self.train_labels_), len(self.transforms_))
+
+    def _cache_bytes(self, n_rows: int, n_members: int) -> int:
+        """The cache of ``n_members`` members over one context of ``n_rows`` rows, in bytes."""
+        numel = self.model_.context_numel(n_rows, len(self.classes_))
+        return n_members * numel * self._cache_storage_dtype().itemsize
+
+    def _building_bytes(self, n_rows: int, n_classes: int) -> int:
+        """The working memory of encoding one context of ``n_rows`` rows and ``n_classes``
+        classes (besides the cache it keeps), in the compute dtype, in bytes."""
+        compute = resolve_precision(self.inference_precision, self.device_)[0]
+        return self.model_.building_numel(n_rows, n_classes) * compute.itemsize
 
     def _encode_contexts(self) -> list:
         """fit_with_cache: each member's train side (keys/values per layer), computed once and

@@ -134,3 +134,29 @@ def test_info_names_the_device_auto_picks(monkeypatch):
 
     _simulate(monkeypatch, cuda=False, mps=True)
     assert info_data()["device"] == {"type": "mps", "name": "Apple MPS"}
+
+
+def test_a_cache_above_the_limit_is_refused_before_any_preprocessing(monkeypatch):
+    from equibench.preprocessing import TableEncoder
+
+    X, y = blobs(n=60)
+    monkeypatch.setattr(TableEncoder, "fit_transform", lambda *a, **k: pytest.fail("preprocessed before refusing"))
+    with pytest.raises(InvalidInputError, match="cache_precision='float16' \\(half the memory\\)"):
+        _equi(fit_mode="fit_with_cache", cache_memory_limit_gb=1e-6).fit(X, y)
+    with pytest.raises(InvalidInputError, match=r"float16\) and work with .* more while building them, above "
+                                                r"cache_memory_limit_gb=1e-06") as caught:
+        _equi(fit_mode="fit_with_cache", cache_memory_limit_gb=1e-6, cache_precision="float16").fit(X, y)
+    assert "cache_precision='float16'" not in str(caught.value)  # already set: not suggested again
+
+
+@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
+def test_a_low_precision_cache_is_stored_in_its_dtype_as_it_is_built(precision, monkeypatch):
+    """Every cached tensor is created in the storage dtype (no full-precision copy cast afterwards)."""
+    from equibench.model.inference import Context
+
+    monkeypatch.setattr(Context, "to", lambda *a, **k: pytest.fail("a full-precision cache was cast"))
+    X, y = blobs(n=60)
+    model = _equi(fit_mode="fit_with_cache", cache_precision=precision).fit(X, y)
+    dtypes = {t.dtype for context in model.contexts_ for t in context._tensors()}
+    assert dtypes == {getattr(torch, precision)}
+    assert model.estimate_cache_bytes() == sum(context.nbytes() for context in model.contexts_)
