@@ -60,6 +60,13 @@ def locked(out_dir: Path, advice: str) -> Iterator[None]:
 def check_fresh(out_dir: Path, overwrite: bool) -> None:
     """A new run never replaces files in ``out_dir`` unless ``overwrite`` says so."""
     present = [name for name in RUN_FILES if (out_dir / name).exists()]
+    orphans = state_file.orphan_parts(out_dir / STATE_FILE) if STATE_FILE not in present else []
+    if orphans and not overwrite:
+        raise FileExistsError(
+            f"{str(out_dir)!r} holds {len(orphans)} parts of a training state whose index {STATE_FILE} is missing; "
+            f"restore {STATE_FILE} and pass resume=True to continue it, choose a new out_dir, or pass overwrite=True "
+            "to delete them"
+        )
     if overwrite or not present:
         return
     if STATE_FILE in present:
@@ -77,6 +84,14 @@ def load_state(out_dir: Path) -> dict:
     """The saved training state of the run in ``out_dir`` (to resume it)."""
     path = out_dir / STATE_FILE
     if not path.exists():
+        orphans = state_file.orphan_parts(path)
+        if orphans:
+            raise InvalidInputError(
+                f"{str(path)!r}, the index of a training state saved in parts, is missing, but {len(orphans)} of its "
+                f"parts are here ({', '.join(p.name for p in orphans[:3])}{', ...' if len(orphans) > 3 else ''}): "
+                f"restore {STATE_FILE} from where this folder came from to resume (the parts alone cannot be joined "
+                "safely); overwrite=True would delete them"
+            )
         raise FileNotFoundError(f"resume=True was given but {str(path)!r} does not exist, so there is no run to "
                                 "continue; leave out resume=True to start one")
     try:

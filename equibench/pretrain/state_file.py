@@ -78,6 +78,12 @@ def read(path: Path) -> object:
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
+def orphan_parts(path: Path) -> list[Path]:
+    """Parts of a state saved at ``path`` when its index ``path`` itself is missing (lost or not
+    copied), sorted; empty when the index exists or there are none."""
+    return [] if path.exists() else sorted(path.parent.glob(f"{path.name}.*.part-*"))
+
+
 def remove(path: Path) -> None:
     """Delete the state saved at ``path``, parts included."""
     path.unlink(missing_ok=True)

@@ -108,3 +108,18 @@ def test_saving_and_removing_parts_leaves_a_users_files_beside_them(tmp_path):
     state_file_module.remove(path)
     assert not parts(tmp_path) and not path.exists()
     assert all(file.read_text() == name for name, file in users.items())
+
+
+def test_parts_whose_index_is_gone_are_named_and_never_deleted_by_default(tmp_path):
+    run = tmp_path / "run"
+    pretrain(tiny_config(steps=3, max_file_mb=CAP_MB), PRIOR, run, progress=False)
+    kept = parts(run)
+    assert len(kept) > 1
+    (run / STATE_FILE).unlink()  # the small index lost (not copied), the parts intact
+    with pytest.raises(InvalidInputError, match=r"the index of a training state saved in parts, is missing, but "
+                                                r"\d+ of its parts are here .*restore train_state.pt"):
+        pretrain(tiny_config(steps=6, max_file_mb=CAP_MB), PRIOR, run, resume=True, progress=False)
+    with pytest.raises(FileExistsError, match=r"holds \d+ parts of a training state whose index train_state.pt is "
+                                              r"missing; restore train_state.pt and pass resume=True"):
+        pretrain(tiny_config(steps=3, max_file_mb=CAP_MB), PRIOR, run, progress=False)
+    assert parts(run) == kept  # nothing deleted without overwrite=True
