@@ -44,11 +44,11 @@ def _check_format(path: Path) -> None:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as error:
-        raise CheckpointError(f"--tabicl-checkpoint (tabicl_checkpoint) {str(path)!r} is not a TabICL checkpoint: it "
+        raise CheckpointError(f"tabicl_checkpoint {str(path)!r} is not a TabICL checkpoint: it "
                               f"does not read as torch weights ({type(error).__name__}); {advice}") from None
     if not isinstance(checkpoint, dict) or not {"config", "state_dict"} <= set(checkpoint):
         found = sorted(map(str, checkpoint))[:5] if isinstance(checkpoint, dict) else type(checkpoint).__name__
-        raise CheckpointError(f"--tabicl-checkpoint (tabicl_checkpoint) {str(path)!r} is not a TabICL checkpoint: it "
+        raise CheckpointError(f"tabicl_checkpoint {str(path)!r} is not a TabICL checkpoint: it "
                               f"holds {found}, not `config` and `state_dict`; {advice}")
 
 

@@ -24,7 +24,8 @@ from . import output
 EXIT_CODES = ((InvalidInputError, 2), (ValueError, 2), (OSError, 2), (FolderInUseError, 2), (EquibenchError, 1))
 
 #: Library parameters whose option has another name (same meaning and unit).
-OPTION_NAMES = {"timeout_s": "timeout", "n_layers": "layers", "n_heads": "heads", "out_dir": "out", "results_dirs": "results"}
+OPTION_NAMES = {"timeout_s": "timeout", "n_layers": "layers", "n_heads": "heads", "out_dir": "out", "results_dirs": "results",
+                "n_batches": "batches", "out_path": "out"}
 
 _OS_ADVICE = {
     PermissionError: "choose a folder you can write to, or fix its permissions",

@@ -67,8 +67,8 @@ class TrainConfig:
             raise InvalidInputError(f"prior_workers must be a non-negative integer, got {self.prior_workers!r}")
         if self.max_file_mb is not None and (isinstance(self.max_file_mb, bool) or not isinstance(
                 self.max_file_mb, (int, float)) or not 0.001 <= self.max_file_mb < math.inf):
-            raise InvalidInputError(f"the part size (--max-file-mb, max_file_mb) must be a number of MB >= 0.001 (left "
-                                    f"out: one file), got {self.max_file_mb!r}")
+            raise InvalidInputError(f"max_file_mb must be a number of MB >= 0.001 (left out: one file), got "
+                                    f"{self.max_file_mb!r}")
         if not self.lr > 0 or not self.grad_clip > 0 or self.weight_decay < 0:
             raise InvalidInputError("lr and grad_clip must be > 0 and weight_decay >= 0")
         if not 0.0 < self.adam_beta2 < 1.0:

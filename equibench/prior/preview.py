@@ -37,7 +37,7 @@ def preview_prior(
     from matplotlib.figure import Figure
 
     if n_batches < 1:
-        raise InvalidInputError(f"the number of batches (--batches, n_batches) must be >= 1, got {n_batches}")
+        raise InvalidInputError(f"n_batches must be >= 1, got {n_batches}")
     generator = torch.Generator().manual_seed(seed)
     batches = [sample_batch(config, batch_size, generator) for _ in range(n_batches)]
     ks = np.array([batch.n_classes for batch in batches])

@@ -107,7 +107,19 @@ def test_a_file_that_is_no_tabicl_checkpoint_is_refused_before_any_cell(content,
         path.write_bytes(content)
     else:
         torch.save(content, path)
-    with pytest.raises(CheckpointError, match=f"--tabicl-checkpoint .* is not a TabICL checkpoint: it {re.escape(found)}") \
+    with pytest.raises(CheckpointError, match=f"tabicl_checkpoint .* is not a TabICL checkpoint: it {re.escape(found)}") \
             as caught:
         evaluate(_iris(tmp_path, tabicl_checkpoint=str(path)), tmp_path / "out", progress=False)
     assert "weights_only" not in str(caught.value) and not (tmp_path / "out").exists()
+
+
+def test_the_cli_names_the_flag_of_a_file_that_is_no_tabicl_checkpoint(tmp_path):
+    from typer.testing import CliRunner
+
+    from equibench.cli import app
+
+    (tmp_path / "other.ckpt").write_bytes(b"not a checkpoint")
+    result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0", "--out",
+                                      str(tmp_path / "out"), "--tabicl-checkpoint", str(tmp_path / "other.ckpt")])
+    assert result.exit_code == 2 and result.stderr.startswith("error: --tabicl-checkpoint ")
+    assert "is not a TabICL checkpoint" in result.stderr and "weights_only" not in result.stderr

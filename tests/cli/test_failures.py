@@ -98,6 +98,8 @@ def test_library_parameters_are_named_by_the_flags_of_the_app(tmp_path):
     result = CliRunner().invoke(app, ["prior", "preview", "--out", str(tmp_path / "prior.png"), "--rows", "0"])
     assert result.exit_code == 2 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "rows" in result.stderr  # a command of the `prior` group, mapped alike
+    result = CliRunner().invoke(app, ["prior", "preview", "--out", str(tmp_path / "prior.png"), "--batches", "0"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: --batches must be >= 1, got 0")  # not n_batches
 
 
 def test_pretrain_messages_name_its_flags_never_python_syntax(tmp_path):

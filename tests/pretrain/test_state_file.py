@@ -90,8 +90,7 @@ def test_a_new_run_removes_the_parts_of_the_run_it_replaces(tmp_path):
     pretrain(tiny_config(steps=3, max_file_mb=CAP_MB), PRIOR, run, progress=False)
     pretrain(tiny_config(steps=3, max_file_mb=10.0), PRIOR, run, overwrite=True, progress=False)
     assert parts(run) == [] and load_state(run)["step"] == 3  # within the cap: one file
-    with pytest.raises(ValueError, match=r"the part size \(--max-file-mb, max_file_mb\) must be a number of MB >= "
-                                         r"0.001 \(left out: one file\)"):
+    with pytest.raises(ValueError, match=r"max_file_mb must be a number of MB >= 0.001 \(left out: one file\)"):
         tiny_config(max_file_mb=0)
 
 

@@ -12,10 +12,10 @@ def test_preview_writes_png(tmp_path):
     assert path.stat().st_size > 10_000
 
 
-def test_bad_batches_name_the_flag_and_the_parameter(tmp_path):
+def test_bad_batches_are_refused(tmp_path):
     import pytest
 
     from equibench.errors import InvalidInputError
 
-    with pytest.raises(InvalidInputError, match=r"the number of batches \(--batches, n_batches\) must be >= 1, got 0"):
+    with pytest.raises(InvalidInputError, match=r"n_batches must be >= 1, got 0"):
         preview_prior(tmp_path / "prior.png", config=PriorConfig(rows=64), seed=1, n_batches=0)
