@@ -74,3 +74,7 @@ class FolderInUseError(EquibenchError, RuntimeError):
 
 class NonFiniteLossError(EquibenchError, RuntimeError):
     """Training diverged: the loss (or the weights) became NaN or infinite."""
+
+
+class WorkerLostError(EquibenchError, RuntimeError):
+    """A worker process ended unexpectedly (killed, or out of memory) while the run needed it."""

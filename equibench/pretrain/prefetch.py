@@ -16,9 +16,11 @@ import os
 import signal
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import torch
 
+from ..errors import WorkerLostError
 from ..prior import PriorBatch, PriorConfig, draw_batch_seed, sample_batch_from_seed
 from ..worker_guard import exit_with_parent
 
@@ -40,7 +42,14 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
         while True:
             while len(pending) < BATCHES_AHEAD_PER_WORKER * workers:
                 pending.append(pool.submit(_batch_arrays, next(priors), batch_size, draw_batch_seed(lookahead)))
-            arrays = pending.popleft().result()
+            try:
+                arrays = pending.popleft().result()
+            except BrokenProcessPool:
+                raise WorkerLostError(
+                    "a prior worker process ended unexpectedly (killed, or out of memory), so the run stopped before "
+                    "its next step; its last checkpoint is kept: rerun the same command with resume=True to continue "
+                    "(prior_workers=0 draws the prior in the training process)"
+                ) from None
             draw_batch_seed(generator)  # the run's generator: one draw per batch used
             yield _batch_from_arrays(arrays).to(device)
     finally:

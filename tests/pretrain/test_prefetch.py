@@ -57,3 +57,24 @@ def test_a_run_resumes_exactly_with_workers_and_a_changed_amp_setting(tmp_path):
 def test_prior_workers_must_be_a_non_negative_integer(workers):
     with pytest.raises(ValueError, match="prior_workers must be a non-negative integer"):
         tiny_config(prior_workers=workers)
+
+
+def test_a_killed_worker_stops_the_stream_with_one_clear_error():
+    """SIGKILL of a prior worker: a WorkerLostError saying what happened and how to continue,
+    not a BrokenProcessPool traceback."""
+    import multiprocessing
+    import os
+    import signal
+
+    from equibench.errors import WorkerLostError
+
+    drawn = prior_batches(PRIOR, tiny_config(prior_workers=2), torch.Generator().manual_seed(5), "cpu", first_step=1)
+    try:
+        next(drawn)
+        os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
+        with pytest.raises(WorkerLostError, match=r"a prior worker process ended unexpectedly .*its last checkpoint "
+                                                  r"is kept: rerun the same command with resume=True"):
+            for _ in range(50):
+                next(drawn)
+    finally:
+        drawn.close()
