@@ -61,6 +61,10 @@ class Requirement:
             return True
 
 
+#: The note of the methods that go through ECOC beyond 10 classes, at the end of their label.
+ECOC_NOTE = " (ECOC >10)"
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     name: str  # CLI name, also the ``method`` column of the results
@@ -72,6 +76,12 @@ class MethodSpec:
     # longest-first on parallel backends
     cost: float
     requires: Requirement | None = None
+
+    @property
+    def plain_label(self) -> str:
+        """The label without its note on more than 10 classes ("TabPFN*" for "TabPFN* (ECOC >10)"),
+        for figures of data with fewer classes, where the note does not apply."""
+        return self.label.removesuffix(ECOC_NOTE)
 
     @property
     def ensembles(self) -> bool:
@@ -175,13 +185,13 @@ METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in [
         MethodSpec("equitabpfn", "EquiTabPFN", EquiTabPFNSettings, _equitabpfn, cost=170),
-        MethodSpec("tabpfn-star", "TabPFN* (ECOC >10)", TabPFNStarSettings, _tabpfn_star, cost=50),
+        MethodSpec("tabpfn-star", "TabPFN*" + ECOC_NOTE, TabPFNStarSettings, _tabpfn_star, cost=50),
         # cost: EquiTabPFN's scaled by the width and depth (d 512 vs 128, 6 vs 4 layers), not measured
         MethodSpec("equitabpfn-official", "EquiTabPFN (official weights)", OfficialEquiTabPFNSettings,
                    _equitabpfn_official, cost=4000),
-        MethodSpec("tabpfn-v1", "TabPFNv1 (ECOC >10)", ExternalTabPFNSettings, _tabpfn_v1, cost=50,
+        MethodSpec("tabpfn-v1", "TabPFNv1" + ECOC_NOTE, ExternalTabPFNSettings, _tabpfn_v1, cost=50,
                    requires=Requirement("tabpfn", "tabpfn<2")),
-        MethodSpec("tabpfn-v2", "TabPFNv2 (ECOC >10)", ExternalTabPFNSettings, _tabpfn_v2, cost=50,
+        MethodSpec("tabpfn-v2", "TabPFNv2" + ECOC_NOTE, ExternalTabPFNSettings, _tabpfn_v2, cost=50,
                    requires=Requirement("tabpfn", "tabpfn>=2")),
         MethodSpec("tabicl", "TabICL", TabICLSettings, _tabicl, cost=170,  # assumed like EquiTabPFN
                    requires=Requirement("tabicl", "tabicl")),

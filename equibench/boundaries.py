@@ -125,7 +125,7 @@ class Boundaries:
         for dataset in self.splits:
             for method in [*self.methods, *self.skipped]:
                 ran = method in self.methods
-                rows.append({"dataset": dataset, "method": method, "label": method_spec(method).label,
+                rows.append({"dataset": dataset, "method": method, "label": method_spec(method).plain_label,
                              "status": "ok" if ran else "skipped", "reason": "" if ran else self.skipped[method],
                              "accuracy": self.accuracy[dataset, method] if ran else np.nan})
         return pd.DataFrame(rows)
@@ -174,7 +174,8 @@ def caption(result: Boundaries) -> str:
             "points solid, test points translucent; test accuracy at the bottom right. The PFNs run with one "
             "ensemble member.")
     if result.skipped:
-        text += " Not shown: " + "; ".join(f"{method_spec(name).label} ({reason})" for name, reason in result.skipped.items()) + "."
+        text += " Not shown: " + "; ".join(f"{method_spec(name).plain_label} ({reason})"
+                                           for name, reason in result.skipped.items()) + "."
     return text
 
 
@@ -202,7 +203,7 @@ def plot_boundaries(result: Boundaries, stem: Path) -> list[Path]:
             _scatter(axes, split)
             axes.text(0.97, 0.03, f"{result.accuracy[dataset, method]:.2f}", transform=axes.transAxes, ha="right",
                       va="bottom", fontsize=11, fontweight="bold", bbox={"facecolor": "white", "alpha": 0.7, "lw": 0})
-    for axes, title in zip(grid[0], ["Input data", *(method_spec(m).label for m in result.methods)]):
+    for axes, title in zip(grid[0], ["Input data", *(method_spec(m).plain_label for m in result.methods)]):
         axes.set_title(title, fontsize=10)
     figure.supxlabel(textwrap.fill(caption(result), width=max(60, 28 * columns)), fontsize=8)
     return save_figure(figure, stem, dpi=110)
