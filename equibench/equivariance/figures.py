@@ -15,10 +15,15 @@ from .experiment import ARCH_LABELS
 from .toy import TOY_EXTENT, TOY_ORDERINGS, differs_from_identity, toy_problem
 
 DPI = 130
-#: The EquiTabPFN paper's equivariance-gap figure: % arg-max changes of a fully trained TabPFN, 1 member, by K.
+#: % arg-max changes of the paper's fully trained TabPFN, 1 member, by K. Source: the project's
+#: specification (shared/docs/SPEC.md, section 4), for the paper's equivariance-error figure
+#: (fig:equi-gap-ensemble, bottom), whose values the paper's text does not print.
 PAPER_TABPFN = {2: 1.0, 4: 2.9, 8: 10.1, 10: 20.5}
-#: Paper: K = 10 with 16 permutation-ensemble members.
+#: The same source: K = 10 with 16 permutation-ensemble members.
 PAPER_TABPFN_K10_E16 = 11.2
+#: Where the reference values come from, as the experiment's README states it.
+PAPER_SOURCE = ("values of the project's specification for the paper's equivariance-error figure, whose text prints "
+                "no numbers")
 
 
 def _plot_vs_classes(axes, frame: pd.DataFrame) -> None:

@@ -18,7 +18,7 @@ from ..model import load_checkpoint
 from ..model.checkpoint import packaged_checkpoint_dir
 from ..tables import markdown_table
 from .experiment import ARCH_LABELS, TRAIN_FRACTION, EquivarianceConfig, measure_equivariance
-from .figures import PAPER_TABPFN, PAPER_TABPFN_K10_E16, plot_equivariance_gap, plot_nine_point_toy
+from .figures import PAPER_SOURCE, PAPER_TABPFN, PAPER_TABPFN_K10_E16, plot_equivariance_gap, plot_nine_point_toy
 from .toy import TOY_ORDERINGS, differs_from_identity, method_toy, nine_point_toy, toy_models
 
 
@@ -74,7 +74,8 @@ def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, s
         "- `equivariance.md`: the same as a table (%, mean ± s.e.m.).",
         ("- `equivariance-gap.png` / `.pdf`: left, % arg-max changes vs K with one member, one line per checkpoint "
          f"(grey: the paper's fully trained TabPFN, {paper}); right, vs ensemble size, one line per K for "
-         f"TabPFN*, EquiTabPFN at its worst K (grey star: paper, K=10 with 16 members, {PAPER_TABPFN_K10_E16}%)."),
+         f"TabPFN*, EquiTabPFN at its worst K (grey star: paper, K=10 with 16 members, {PAPER_TABPFN_K10_E16}%). "
+         f"The grey reference points are the {PAPER_SOURCE}."),
     ]
     if toy is not None:
         lines.append("- `nine-point-toy.png` / `.pdf`: 9 training points on a 3x3 grid, one class each, predicted "

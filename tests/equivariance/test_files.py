@@ -34,6 +34,8 @@ def test_cli_writes_the_tables_figures_and_readme(tmp_path):
     assert set(zip(frame.checkpoint, frame.K)) == {("tiny-equitabpfn", 3), ("tiny-tabpfn-star", 3),
                                                    ("tiny-equitabpfn", 12)}
     assert "K=12 skipped" in result.output and "K=12 skipped" in (tmp_path / "README.md").read_text()
+    # the grey reference points name their source
+    assert "The grey reference points are the values of the project's specification" in (tmp_path / "README.md").read_text()
     for label in ("TabPFNv1 (ECOC >10)", "TabPFNv2 (ECOC >10)"):  # the toy's default rows, without weights here
         assert f"9-point toy: {label} not drawn (" in (tmp_path / "README.md").read_text()
     assert not math.isnan(frame.argmax_change_std.iloc[0])
