@@ -177,7 +177,9 @@ class EquiTabPFNClassifier(PFNClassifier):
     inside the model.
 
     Outputs: :meth:`predict_proba`, :meth:`predict_log_proba`, :meth:`predict_logits` (the
-    members' average logits) and :meth:`get_embeddings` (the decoder's inputs per member).
+    members' average of logits / ``softmax_temperature``, as TabPFN's), :meth:`predict_raw_logits`
+    (each member's logits before the temperature, (n_estimators, n_samples, n_classes)) and
+    :meth:`get_embeddings` (the decoder's inputs per member).
     ``sample_weight`` is not supported: the network has no loss to weight, so
     ``fit(X, y, sample_weight=w)`` is refused with that reason, and scikit-learn's
     ``AdaBoostClassifier`` refuses these classifiers as base estimators; resample the rows

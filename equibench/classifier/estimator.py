@@ -415,9 +415,14 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         return self._ensemble(self._encoded(X))["log_proba"]
 
     def predict_logits(self, X) -> np.ndarray:
-        """The network's class logits averaged over ensemble members (n_samples, n_classes),
-        columns ordered as ``classes_``, before ``softmax_temperature``."""
+        """The members' average of logits / ``softmax_temperature`` (n_samples, n_classes), columns
+        ordered as ``classes_``: TabPFN's meaning (its softmax is ``predict_proba`` for one member)."""
         return self._ensemble(self._encoded(X))["logits"]
+
+    def predict_raw_logits(self, X) -> np.ndarray:
+        """Each member's logits before ``softmax_temperature``, (n_estimators, n_samples,
+        n_classes), columns ordered as ``classes_`` (TabPFN's ``predict_raw_logits``)."""
+        return self._raw_logits(self._encoded(X))
 
     def get_embeddings(self, X) -> np.ndarray:
         """The decoder's inputs for the rows of X, per ensemble member: for EquiTabPFN the

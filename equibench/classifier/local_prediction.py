@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..baselines.ecoc import draw_codebook, min_hamming_distance
+from ..errors import InvalidInputError
 from ..preprocessing import MemberSpec, MemberTransform
 from .local_context import Group, cluster_contexts, plan_groups, route_to_clusters
 from .official_preprocessing import OfficialTransform
@@ -171,6 +172,37 @@ class LocalPrediction:
                     result[name][np.ix_(group.test_rows, present)] = array
                 advance(len(group.test_rows))
         return result
+
+    def _local_raw_logits(self, values: np.ndarray) -> np.ndarray:
+        """Each member's logits before the temperature, (n_estimators, M, K) in ``classes_``
+        order, -inf for the classes a row's context lacks (0 for the one class of a one-class
+        context). A TabPFN* context past its class limit has no member logits (output codes): refused."""
+        n_members, n_classes = len(self.transforms_), len(self.classes_)
+        raw = np.full((n_members, values.shape[0], n_classes), -np.inf)
+        labels = self.train_labels_.numpy()
+        counts = self.encoder_.category_counts()
+        if self.fit_mode == "fit_with_cache" and getattr(self, "contexts_", None) is None:
+            self.contexts_ = self._encode_local_contexts()
+        groups = ([(Group(rows, self.cluster_contexts_[c]), self.contexts_[c])
+                   for c, rows in route_to_clusters(self.neighbours_, values, self.cluster_centroids_)]
+                  if self.fit_mode == "fit_with_cache" else [(group, None) for group in self._groups(values)])
+        for group, cache in groups:
+            present, local_labels = np.unique(labels[group.context_rows], return_inverse=True)
+            if len(present) == 1:
+                raw[:, group.test_rows, present[0]] = 0.0
+                continue
+            plan = self._plan_runs(local_labels, len(present))
+            if plan.codebook is not None:
+                raise InvalidInputError(
+                    f"a local context of {len(present)} classes went through output codes (TabPFN* takes at most "
+                    f"{self.model_.class_limit}), so its rows have no per-member logits; use predict_logits or "
+                    "predict_proba, or context='subsample'"
+                )
+            test_values, context_values = values[group.test_rows], self.train_values_[group.context_rows]
+            for index, run in enumerate(plan.runs):
+                logits = self._run_logits(run, context_values, test_values, counts, None if cache is None else cache[index])
+                raw[np.ix_([index], group.test_rows, present)] = logits.numpy()[None]
+        return raw
 
     def _plan_runs(self, labels: np.ndarray, n_local: int) -> RunPlan:
         """The runs of a context whose rows have ``labels`` 0..n_local-1 (n_local >= 2): one per

@@ -129,6 +129,14 @@ class EnsemblePrediction:
             )
         return result
 
+    def _raw_logits(self, values) -> np.ndarray:
+        """Each member's logits for the encoded test rows, before the temperature: (n_estimators,
+        M, K) in ``classes_`` order (-inf for a class a row's local context lacks)."""
+        if getattr(self, "context_", "subsample") == "local":
+            return self._local_raw_logits(values)
+        return torch.stack([torch.roll(logits, -transform.spec.class_shift, dims=-1)
+                            for transform, logits in self._member_outputs(values)]).numpy()
+
     def _embeddings(self, values) -> np.ndarray:
         """The decoder's inputs for the encoded test rows, per member: (n_estimators, M, 1+K, d)
         for EquiTabPFN (whose members never shift the classes: slot 1+k is ``classes_[k]``),
@@ -139,17 +147,17 @@ class EnsemblePrediction:
 def combine_members(member_logits, temperature: float) -> dict[str, np.ndarray]:
     """The ensemble of the members' logits, each (M, K) float64 in ``classes_`` order: "proba",
     the average of softmax(logits / temperature); "log_proba", its logarithm in log space;
-    "logits", the average logits. A logit of -inf (a class a local context lacks) gives
-    probability 0."""
+    "logits", the average of logits / temperature (TabPFN's ``predict_logits``). A logit of
+    -inf (a class a local context lacks) gives probability 0."""
     proba = log_proba = logits = None
     n_members = 0
     for member in member_logits:
         scaled = member / temperature
         member_proba, member_log = torch.softmax(scaled, dim=-1), torch.log_softmax(scaled, dim=-1)
         if proba is None:
-            proba, log_proba, logits = member_proba, member_log, member
+            proba, log_proba, logits = member_proba, member_log, scaled
         else:
-            proba, logits = proba + member_proba, logits + member
+            proba, logits = proba + member_proba, logits + scaled
             log_proba = torch.logaddexp(log_proba, member_log)
         n_members += 1
     return {"proba": (proba / n_members).numpy(), "log_proba": (log_proba - np.log(n_members)).numpy(),

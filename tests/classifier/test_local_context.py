@@ -169,3 +169,22 @@ def test_a_table_past_the_cap_runs_local_contexts_in_evaluate(tmp_path):
     assert rows.loc["n1", "context_groups"] == 17 and rows.loc["n1", "context_rows"] <= 1000  # 420 test rows / 25
     assert rows.loc["n1-subsample", "context_rows"] == 3000 and rows.loc["n1-subsample", "context_groups"] == 1
     assert rows.loc["n1", "context_classes"] < 8
+
+
+@pytest.mark.parametrize("fit_mode", ["low_memory", "fit_with_cache"])
+def test_raw_logits_of_local_contexts_are_minus_infinity_for_absent_classes(fit_mode):
+    X, y = _table()
+    model = _local(n_estimators=2, fit_mode=fit_mode).fit(X[:300], y[:300])
+    raw, proba = model.predict_raw_logits(X[300:]), model.predict_proba(X[300:])
+    assert raw.shape == (2, 100, 6)
+    np.testing.assert_array_equal(np.isneginf(raw[0]), proba == 0)
+    members = np.exp(raw / model.softmax_temperature - np.logaddexp.reduce(raw / model.softmax_temperature, axis=-1,
+                                                                           keepdims=True))
+    np.testing.assert_allclose(members.mean(axis=0), proba, atol=1e-12)
+
+
+def test_raw_logits_are_refused_where_tabpfn_star_used_output_codes():
+    X, y = _table(n=600, n_classes=14, spread=0.3)
+    model = _local(TabPFNStarClassifier, STAR, local_max_rows=120, local_neighbors=30).fit(X[:500], y[:500])
+    with pytest.raises(InvalidInputError, match="went through output codes .* have no per-member logits"):
+        model.predict_raw_logits(X[500:])

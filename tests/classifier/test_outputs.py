@@ -56,9 +56,20 @@ def test_log_proba_and_logits_agree_with_proba(make):
     single = make(n_estimators=1).fit(X, y)
     logits = single.predict_logits(X)
     assert logits.shape == (len(X), 3)
-    expected = torch.softmax(torch.from_numpy(logits) / single.softmax_temperature, dim=-1).numpy()
+    expected = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()  # TabPFN's meaning: already / temperature
     np.testing.assert_allclose(expected, single.predict_proba(X), rtol=0, atol=1e-12)
     assert not np.allclose(make(n_estimators=3).fit(X, y).predict_logits(X), logits)  # an average of 3 members
+
+
+@pytest.mark.parametrize("make", [_equi, _star])
+def test_raw_logits_are_each_members_before_the_temperature(make):
+    X, y = blobs(n=60)
+    fitted = make(n_estimators=3, softmax_temperature=0.5).fit(X, y)
+    raw = fitted.predict_raw_logits(X)
+    assert raw.shape == (3, len(X), 3)
+    np.testing.assert_allclose((raw / 0.5).mean(axis=0), fitted.predict_logits(X), rtol=0, atol=1e-12)
+    members = torch.softmax(torch.from_numpy(raw) / 0.5, dim=-1).mean(dim=0).numpy()
+    np.testing.assert_allclose(members, fitted.predict_proba(X), rtol=0, atol=1e-12)
 
 
 def test_log_proba_is_finite_where_a_probability_underflows():
@@ -82,7 +93,7 @@ def test_equitabpfn_embeddings_are_the_decoders_inputs(mode):
     with torch.inference_mode():
         h_test = torch.from_numpy(embeddings[0]).flatten(1).unsqueeze(0)  # (1, 7, (1+K)*d)
         logits = fitted.model_.decoder(context.h_train, h_test, context.y_onehot)[0]
-    np.testing.assert_allclose(logits.numpy(), fitted.predict_logits(X[:7]), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(logits.numpy(), fitted.predict_raw_logits(X[:7])[0], rtol=0, atol=1e-5)
     assert _equi(n_estimators=3).fit(X, y).get_embeddings(X[:2]).shape == (3, 2, 4, d_model)
 
 
@@ -94,7 +105,7 @@ def test_tabpfn_star_embeddings_are_the_decoders_inputs(mode):
     assert embeddings.shape == (1, 7, fitted.model_.config.d_model)
     with torch.inference_mode():
         logits = fitted.model_.decoder(torch.from_numpy(embeddings[0]))[:, :3]
-    np.testing.assert_allclose(logits.numpy(), fitted.predict_logits(X[:7]), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(logits.numpy(), fitted.predict_raw_logits(X[:7])[0], rtol=0, atol=1e-5)
 
 
 def test_outputs_need_a_fit():
