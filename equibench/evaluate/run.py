@@ -105,7 +105,8 @@ def _fingerprint(config: EvaluateConfig, settings: dict[str, Settings], suite: S
     threads = {"threads_per_cell": config.threads_per_cell}
     return {"seed": config.seed,
             "methods": {name: {**method.fingerprint(), **threads} for name, method in settings.items()},
-            "tables": {spec.task_id: spec.sha256 for spec in suite.files}}
+            "tables": {spec.task_id: spec.sha256 for spec in suite.files},
+            "suite": {"name": suite.name, "tasks": list(suite.task_ids)}}
 
 
 @dataclass

@@ -56,6 +56,15 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
     InvalidInputError when the run cannot resume on ``saved``'s cells, or when some must be
     replaced and ``rerun_changed`` is false. Stored methods outside ``run_methods`` are never
     replaced (this run would not make their cells again): they keep their recorded settings."""
+    suite = saved.get("suite")  # older manifests did not record it
+    if suite is not None and suite.get("tasks") != current["suite"]["tasks"]:
+        only_here = [t for t in suite["tasks"] if t not in current["suite"]["tasks"]]
+        only_now = [t for t in current["suite"]["tasks"] if t not in suite["tasks"]]
+        raise InvalidInputError(
+            f"{str(out_dir)!r} holds results of another suite named {suite.get('name')!r} (tasks only there: "
+            f"{only_here[:5] or 'none'}; only in this one: {only_now[:5] or 'none'}); two suites of the same name "
+            "share the default folder runs/<name>: pass out_dir for this one, or rename it"
+        )
     changed = sorted(k for k, v in saved.get("tables", {}).items() if current["tables"].get(k, v) != v)
     if changed:
         raise InvalidInputError(

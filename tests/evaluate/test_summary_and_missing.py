@@ -275,3 +275,24 @@ def test_user_facing_text_names_no_sibling_folder():
         assert "../shared" not in path.read_text(), path
     for command in ("evaluate", "download"):
         assert "shared/" not in CliRunner().invoke(app, [command, "--help"]).stdout, command
+
+
+def test_two_suites_of_the_same_name_do_not_share_a_results_folder(tmp_path, monkeypatch):
+    """Two different suite files named alike both default to runs/<name>: the second is refused
+    with one line instead of being merged into the first's results."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    (tmp_path / "first" / "mine.toml").write_text('name = "mine"\ntasks = ["demo-iris"]\n')
+    (tmp_path / "second" / "mine.toml").write_text('name = "mine"\ntasks = ["demo-wine"]\n')
+    runner = CliRunner()
+    first = runner.invoke(app, ["evaluate", "--suite", "first/mine.toml", "--methods", "knn", "--folds", "0", "--jobs", "1",
+                                "--no-progress"])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, ["evaluate", "--suite", "second/mine.toml", "--methods", "knn", "--folds", "0", "--jobs", "1",
+                                 "--no-progress"])
+    assert second.exit_code == 2 and second.stderr.count("\n") == 1
+    assert "holds results of another suite named 'mine' (tasks only there: ['demo-iris']" in second.stderr
+    again = runner.invoke(app, ["evaluate", "--suite", "first/mine.toml", "--methods", "knn", "--folds", "0", "--jobs", "1",
+                                "--no-progress"])
+    assert again.exit_code == 0, again.output  # the same suite resumes
