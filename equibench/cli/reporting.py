@@ -34,10 +34,11 @@ def equivariance(
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
 ) -> None:
     """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from ..baselines.settings import MethodOptions
     from ..equivariance import EquivarianceConfig, run_equivariance
+    from ..progress import Progress
 
     bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint, K)"),
                    TimeElapsedColumn(), console=output.errors, disable=not progress)
@@ -89,10 +90,11 @@ def boundaries(
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
 ) -> None:
     """Binary decision boundaries of several methods on 3 two-dimensional datasets (moons, circles, linearly separable), the PFNs with one member."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from ..baselines.settings import MethodOptions
     from ..boundaries import BoundaryConfig, caption, run_boundaries
+    from ..progress import Progress
 
     config = BoundaryConfig(
         **({} if methods is None else {"methods": tuple(filter(None, (name.strip() for name in methods.split(","))))}),

@@ -32,16 +32,17 @@ def score(
 
     Exit status: 0 every measured criterion met, 3 measured but not met, 2 bad input
     (missing or broken checkpoint, a folder that is no OpenML cache), 1 another failure."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from ..atomic_files import atomic_write_text
     from ..pretrain.scorecard import score_checkpoint
+    from ..progress import Progress
 
     fold_list = int_list(folds, "--folds")
     if out is not None:
         _check_out_file(out)
     bar = Progress(TextColumn("[bold]score"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                   TimeElapsedColumn(), console=output.errors, disable=not progress)
+                   TimeElapsedColumn(), console=output.errors, disable=not progress, name="score")
     task = bar.add_task("", total=None)
 
     def advance(done: int, total: int, what: str) -> None:

@@ -22,13 +22,14 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
 from ..baselines.registry import METHODS, method_spec
 from ..baselines.settings import MethodOptions, Settings
 from ..errors import InvalidInputError, TaskUnavailableError
 from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
+from ..progress import Progress
 from ..tasks.cache_check import cache_gap_messages
 from ..tasks.openml import TaskNotCachedError, is_cached, working_cache
 from ..tasks.suites import Suite, load_suite, load_task

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import nn
 
 from .. import __version__
@@ -26,6 +26,7 @@ from ..errors import InvalidInputError, NonFiniteLossError
 from ..machine import hardware_description
 from ..model import ModelCard, build_model, load_checkpoint, size_config
 from ..prior import PriorConfig
+from ..progress import Progress
 from . import hardware_history, run_dir
 from .config import TrainConfig, changed_settings, describe_run
 from .deepen import can_deepen, deepened_state, layer_plan
@@ -198,7 +199,7 @@ class _Run:
                        "{task.fields[rate]:.1f} datasets/s  prior {task.fields[prior_share]:.0%}"),
             TimeElapsedColumn(), TimeRemainingColumn(),
         ]
-        self.bar = Progress(*columns, console=console, disable=not enabled)
+        self.bar = Progress(*columns, console=console, disable=not enabled, name="pretrain")
         self.task = self.bar.add_task(
             f"{self.config.arch}-{self.config.size}", total=self.config.steps, completed=self.counters.step,
             loss=float("nan"), lr=current_lr(self.optimizer, self.scheduler), rate=0.0, prior_share=0.0,

@@ -25,10 +25,11 @@ from xml.parsers.expat import ExpatError
 from filelock import FileLock, Timeout
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..errors import InvalidInputError
+from ..progress import Progress
 from .cache_check import DATASET_FILES, TASK_FILES, TaskCheck, check_task, server_dir
 from .cache_manifest import Manifest, file_digest
 from .suites import load_suite
@@ -322,7 +323,7 @@ def download_tasks(
         summary = DownloadSummary(cache)
         columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("[red]{task.fields[failed]} failed"), TimeElapsedColumn()]
-        with Progress(*columns, console=console, disable=not progress) as bar:
+        with Progress(*columns, console=console, disable=not progress, name="download") as bar:
             job = bar.add_task("download", total=len(task_ids), failed=0)
 
             def log(line: str) -> None:
