@@ -45,6 +45,7 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
             try:
                 arrays = pending.popleft().result()
             except BrokenProcessPool:
+                pool.shutdown(wait=False, cancel_futures=True)  # nothing more to wait for from a broken pool
                 raise WorkerLostError(
                     "a prior worker process ended unexpectedly (killed, or out of memory), so the run stopped before "
                     "its next step; its last checkpoint is kept: rerun the same command with resume=True to continue "

@@ -68,10 +68,13 @@ def test_a_killed_worker_stops_the_stream_with_one_clear_error():
 
     from equibench.errors import WorkerLostError
 
+    others = {child.pid for child in multiprocessing.active_children()}  # this process's other children
     drawn = prior_batches(PRIOR, tiny_config(prior_workers=2), torch.Generator().manual_seed(5), "cpu", first_step=1)
     try:
         next(drawn)
-        os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
+        workers = [child.pid for child in multiprocessing.active_children() if child.pid not in others]
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGKILL)
         with pytest.raises(WorkerLostError, match=r"a prior worker process ended unexpectedly .*its last checkpoint "
                                                   r"is kept: rerun the same command with resume=True"):
             for _ in range(50):
