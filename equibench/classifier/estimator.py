@@ -30,6 +30,7 @@ from ..preprocessing import (
 )
 from .checkpoints import load_model, model_from_reference
 from .fit_state import load_fit_state, save_fit_state
+from .inputs import check_labels_present, choices, label_array, size_text
 from .local_context import (
     CONTEXTS,
     LOCAL_GROUP_SIZE,
@@ -67,48 +68,6 @@ PREPROCESSINGS = ("equibench", "official")
 class PretrainingLimitWarning(UserWarning):
     """The data exceeds what the network takes or was pretrained on, so the classifier
     reduced it (fewer context rows or fewer features)."""
-
-
-def _choices(name: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    """``value`` (one name or a sequence of names) as a non-empty tuple of ``allowed`` names."""
-    chosen = (value,) if isinstance(value, str) else value
-    try:
-        chosen = tuple(chosen)
-    except TypeError:
-        chosen = ()
-    if not chosen or any(not isinstance(c, str) or c not in allowed for c in chosen):
-        raise InvalidInputError(f"{name} must be a non-empty sequence of {', '.join(map(repr, allowed))}, got {value!r}")
-    return chosen
-
-
-def _size_text(size: float) -> str:
-    """A byte count in GB, or in MB below 0.1 GB (never "0.00 GB")."""
-    return f"{size / 1e9:.2f} GB" if size >= 1e8 else f"{size / 1e6:.3g} MB"
-
-
-def _check_labels_present(y: np.ndarray) -> None:
-    """Refuse missing labels (None or NaN) with the rows that have them."""
-    missing = pd.isna(y)
-    if missing.any():
-        rows = np.flatnonzero(missing)
-        raise InvalidInputError(
-            f"y has {len(rows)} missing labels (None or NaN), e.g. at rows {rows[:5].tolist()}; drop those rows or "
-            "give them a class"
-        )
-
-
-def _label_array(y: np.ndarray) -> np.ndarray:
-    """Labels of one type: an object array of numbers as numbers; labels that mix kinds
-    (numbers and text, ...), which have no one order, refused."""
-    kind = pd.api.types.infer_dtype(y, skipna=True)
-    if kind in ("mixed", "mixed-integer"):
-        kinds = sorted({type(value).__name__ for value in y})
-        raise InvalidInputError(
-            f"y mixes labels of several types ({', '.join(kinds)}); make them one type, e.g. y.astype(str)"
-        )
-    if y.dtype == object and kind in ("integer", "floating", "mixed-integer-float"):
-        return y.astype(np.int64 if kind == "integer" else np.float64)
-    return y
 
 
 class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEstimator):
@@ -198,8 +157,8 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
-        _check_labels_present(y)
-        y = _label_array(y)
+        check_labels_present(y)
+        y = label_array(y)
         check_classification_targets(y)
         categorical = self._categorical_positions(X)
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
@@ -277,8 +236,8 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
             options.append("cache_precision='float16' (half the memory)")
         options.append(f"fewer n_estimators or {'a smaller local_max_rows' if local else 'max_train_rows'}")
         raise InvalidInputError(
-            f"fit_mode='fit_with_cache' would keep about {_size_text(size)} of cached keys and values ({n_members} "
-            f"members, {what}, {len(self.classes_)} classes, {dtype}) and work with {_size_text(building)} more while "
+            f"fit_mode='fit_with_cache' would keep about {size_text(size)} of cached keys and values ({n_members} "
+            f"members, {what}, {len(self.classes_)} classes, {dtype}) and work with {size_text(building)} more while "
             f"building them, above cache_memory_limit_gb={limit}: use "
             f"{', '.join(options)}, or raise cache_memory_limit_gb (None: no limit)"
         )
@@ -325,8 +284,8 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         if not isinstance(self.ignore_pretraining_limits, (bool, np.bool_)):
             raise InvalidInputError(f"ignore_pretraining_limits must be True or False, got {self.ignore_pretraining_limits!r}")
         return (
-            _choices("feature_transforms", self.feature_transforms, FEATURE_TRANSFORMS),
-            _choices("categorical_encodings", self.categorical_encodings, CATEGORICAL_ENCODINGS),
+            choices("feature_transforms", self.feature_transforms, FEATURE_TRANSFORMS),
+            choices("categorical_encodings", self.categorical_encodings, CATEGORICAL_ENCODINGS),
         )
 
     def _check_table(self, X, reset: bool):
