@@ -95,7 +95,7 @@ class LocalPrediction:
 
     def _groups(self, values: np.ndarray) -> Iterator[Group]:
         """The groups of the encoded test rows ``values`` (positions in ``values``) and their contexts."""
-        if self.fit_mode == "fit_with_cache":
+        if self.fit_mode == "fit_with_cache":  # the training clusters, fixed at fit
             for cluster, rows in route_to_clusters(self.neighbours_, values, self.cluster_centroids_):
                 yield Group(rows, self.cluster_contexts_[cluster])
             return
@@ -153,18 +153,10 @@ class LocalPrediction:
         n_rows, n_classes = values.shape[0], len(self.classes_)
         result = {"proba": np.zeros((n_rows, n_classes)), "log_proba": np.full((n_rows, n_classes), -np.inf),
                   "logits": np.full((n_rows, n_classes), -np.inf)}
-        cached = self.fit_mode == "fit_with_cache"
-        if cached and getattr(self, "contexts_", None) is None:
-            self.contexts_ = self._encode_local_contexts()  # after unpickling or load_from_fit_state
-        if cached:
-            clusters = route_to_clusters(self.neighbours_, values, self.cluster_centroids_)
-            groups = [(Group(rows, self.cluster_contexts_[c]), self.contexts_[c]) for c, rows in clusters]
-        else:
-            groups = ((group, None) for group in self._groups(values))
         labels = self.train_labels_.numpy()
         counts = self.encoder_.category_counts()
         with _progress(n_rows) as advance:
-            for group, cache in groups:
+            for group, cache in self._groups_and_caches(values):
                 present, local_labels = np.unique(labels[group.context_rows], return_inverse=True)
                 outputs = self._group_outputs(self.train_values_[group.context_rows], local_labels, len(present),
                                               values[group.test_rows], counts, cache)
@@ -172,6 +164,17 @@ class LocalPrediction:
                     result[name][np.ix_(group.test_rows, present)] = array
                 advance(len(group.test_rows))
         return result
+
+    def _groups_and_caches(self, values: np.ndarray) -> Iterator[tuple[Group, list | None]]:
+        """Each group of the encoded test rows with its cluster's encoded runs (fit_with_cache,
+        encoded again here after unpickling or load_from_fit_state) or None."""
+        if self.fit_mode != "fit_with_cache":
+            yield from ((group, None) for group in self._groups(values))
+            return
+        if getattr(self, "contexts_", None) is None:
+            self.contexts_ = self._encode_local_contexts()
+        for cluster, rows in route_to_clusters(self.neighbours_, values, self.cluster_centroids_):
+            yield Group(rows, self.cluster_contexts_[cluster]), self.contexts_[cluster]
 
     def _local_raw_logits(self, values: np.ndarray) -> np.ndarray:
         """Each member's logits before the temperature, (n_estimators, M, K) in ``classes_``
@@ -181,12 +184,7 @@ class LocalPrediction:
         raw = np.full((n_members, values.shape[0], n_classes), -np.inf)
         labels = self.train_labels_.numpy()
         counts = self.encoder_.category_counts()
-        if self.fit_mode == "fit_with_cache" and getattr(self, "contexts_", None) is None:
-            self.contexts_ = self._encode_local_contexts()
-        groups = ([(Group(rows, self.cluster_contexts_[c]), self.contexts_[c])
-                   for c, rows in route_to_clusters(self.neighbours_, values, self.cluster_centroids_)]
-                  if self.fit_mode == "fit_with_cache" else [(group, None) for group in self._groups(values)])
-        for group, cache in groups:
+        for group, cache in self._groups_and_caches(values):
             present, local_labels = np.unique(labels[group.context_rows], return_inverse=True)
             if len(present) == 1:
                 raw[:, group.test_rows, present[0]] = 0.0
