@@ -36,6 +36,7 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
     lookahead = torch.Generator()
     lookahead.set_state(generator.get_state())
     pending = collections.deque()  # futures of the batches' arrays, in stream order
+    others = {child.pid for child in multiprocessing.active_children()}  # children that are not this pool's
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_setup,
                                initargs=(os.getpid(),))
     try:
@@ -45,7 +46,7 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
             try:
                 arrays = pending.popleft().result()
             except BrokenProcessPool:
-                pool.shutdown(wait=False, cancel_futures=True)  # nothing more to wait for from a broken pool
+                _kill_workers(others)
                 raise WorkerLostError(
                     "a prior worker process ended unexpectedly (killed, or out of memory), so the run stopped before "
                     "its next step; its last checkpoint is kept: rerun the same command with resume=True to continue "
@@ -55,6 +56,15 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
             yield _batch_from_arrays(arrays).to(device)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill_workers(others: set[int]) -> None:
+    """SIGKILL this pool's workers still alive (every child but ``others``): they ignore SIGTERM,
+    which is how a broken pool stops them, and one blocked writing a batch to the result pipe
+    would hold the pool's shutdown forever."""
+    for child in multiprocessing.active_children():
+        if child.pid not in others:
+            child.kill()
 
 
 def _worker_setup(parent_pid: int) -> None:

@@ -59,6 +59,7 @@ def test_prior_workers_must_be_a_non_negative_integer(workers):
         tiny_config(prior_workers=workers)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_stops_the_stream_with_one_clear_error():
     """SIGKILL of a prior worker: a WorkerLostError saying what happened and how to continue,
     not a BrokenProcessPool traceback."""
