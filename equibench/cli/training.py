@@ -115,6 +115,28 @@ def default_out(arch: str) -> Path:
     return Path("runs") / f"pretrain-{arch}"
 
 
+#: Steps averaged at each end of the run for the loss-drop line.
+LOSS_WINDOW = 20
+
+
+def _loss_drop(out: Path) -> str | None:
+    """The training loss at the start and the end of the run's log (means over LOSS_WINDOW
+    steps); None when the log holds no losses."""
+    from ..pretrain.curves import read_log
+
+    try:
+        steps, _ = read_log(out)
+    except (OSError, InvalidInputError):
+        return None
+    losses = steps["loss"].dropna() if "loss" in steps else steps.iloc[:0]
+    if losses.empty:
+        return None
+    window = max(1, min(LOSS_WINDOW, len(losses) // 2))
+    first, last = losses.iloc[:window].mean(), losses.iloc[-window:].mean()
+    return (f"training loss {first:.3f} -> {last:.3f} over steps 1..{int(steps['step'].iloc[-1])} "
+            f"(means of the first and last {window} steps)")
+
+
 def _how_to_use(model_path: Path, arch: str) -> str:
     """The end-of-run lines that say how to use the model in ``model_path``."""
     classifier = "EquiTabPFNClassifier" if arch == "equitabpfn" else "TabPFNStarClassifier"
@@ -180,7 +202,7 @@ def pretrain(
     """Pretrain EquiTabPFN or TabPFN* on the synthetic prior (torchrun for several processes).
 
     With no options, a quick start: the small-cpu recipe (the first stage of the packaged
-    checkpoints) for 5 minutes into runs/pretrain-equitabpfn, a usable model; `equibench pretrain
+    checkpoints) for 5 minutes into runs/pretrain-equitabpfn, a demo of the loop; `equibench pretrain
     --resume` trains it 5 minutes more.
 
     Ctrl-C or SIGTERM stops the run after the step in flight, checkpointed (exit status 130);
@@ -240,6 +262,14 @@ def pretrain(
         f"stopped by {cause} at step {outcome.step} of {outcome.steps}, checkpointed; {outcome.model_path} "
         "holds the model so far. Continue with the same command plus --resume.", highlight=False,
     )
+    drop = _loss_drop(out)
+    if drop is not None:
+        output.console.print(drop, highlight=False)
+    if quick_start:
+        output.console.print(
+            f"a {time_limit:g}-minute model is a demo of the training loop, not a usable classifier: the packaged "
+            "checkpoints trained for 11.6 and 49.4 hours (docs/MODEL_CARD.md); docs/PRETRAINING.md gives the "
+            "commands of full runs", highlight=False)
     output.console.print(escape(_how_to_use(outcome.model_path, config.arch)), highlight=False, soft_wrap=True)
     if outcome.stopped_by == "stop request":
         raise typer.Exit(code=130)

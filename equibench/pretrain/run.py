@@ -209,6 +209,7 @@ class _Run:
     def start(self) -> None:
         """Start this invocation's clock; a new run first validates the untrained model (its curves start there)."""
         self.started, self.start_step = time.perf_counter(), self.counters.step
+        self.validation_s = self.last_validation_s = 0.0  # this invocation's validations, out of the steps' pace
         if self.ddp.is_main and self.start_step == 0:
             self.validate(0)
 
@@ -240,14 +241,22 @@ class _Run:
         if self.time_limit_s is None:
             return None
         elapsed = time.perf_counter() - self.started
-        return "time limit" if self.ddp.any(elapsed + elapsed / (step - self.start_step) >= self.time_limit_s) else None
+        pace = (elapsed - self.validation_s) / (step - self.start_step)  # a step's time, validations left out
+        validates = (step + 1) % self.config.validate_every == 0 or step + 1 == self.config.steps
+        next_end = elapsed + pace + (self.last_validation_s if validates else 0.0)
+        return "time limit" if self.ddp.any(next_end >= self.time_limit_s) else None
 
     def validate(self, step: int) -> None:
         """Validate the weights to ship; the metrics go to the log and the next checkpoint's card."""
+        self.bar.update(self.task, description=f"{self.config.arch}-{self.config.size} validating")
+        self.bar.refresh()
         self.metrics = {"step": step, **validation_metrics(
             self.model, self.optimizer, self.validation_batches, self.config.bundled_validation, self.ddp.device
         )}
+        self.bar.update(self.task, description=f"{self.config.arch}-{self.config.size}")
         self.counters.wall_time_s += self.metrics["seconds"]
+        self.last_validation_s = self.metrics["seconds"]
+        self.validation_s += self.metrics["seconds"]
         run_dir.append_log(self.out_dir, {"kind": "validation", **self.metrics})
 
     def save(self, step: int) -> None:

@@ -214,6 +214,7 @@ def test_cli_pretrain_without_options_is_a_quick_start_into_a_named_folder(tmp_p
     assert "quick start: the small-cpu recipe for 5 minutes into runs/pretrain-equitabpfn" in result.stderr
     assert 'EquiTabPFNClassifier(checkpoint="runs/pretrain-equitabpfn/model.pt")' in result.stdout
     assert "equibench score runs/pretrain-equitabpfn/model.pt" in result.stdout
+    assert "a 5-minute model is a demo of the training loop" in " ".join(result.stdout.split())
     result = runner.invoke(app, ["pretrain", "--arch", "tabpfn", "--time-limit", "1"])
     assert result.exit_code == 0 and calls[-1][1:] == (Path("runs/pretrain-tabpfn-star"), 60)
     assert 'TabPFNStarClassifier(checkpoint="runs/pretrain-tabpfn-star/model.pt")' in result.stdout
@@ -232,3 +233,29 @@ def test_cli_pretrain_without_options_is_a_quick_start_into_a_named_folder(tmp_p
     assert result.exit_code == 2 and "'runs/pretrain-equitabpfn' already holds a training run" in result.output
     assert result.output == ("error: 'runs/pretrain-equitabpfn' already holds a training run; pass --resume to "
                              "continue it, --overwrite to replace it, or choose a new --out\n")
+
+
+def test_a_slow_validation_is_left_out_of_the_steps_pace(tmp_path, monkeypatch):
+    """The time limit projects the next step from the steps' own pace: a long validation at step
+    0 does not make the run stop after one step (the quick start trained 1 step in 5 minutes)."""
+    import time
+
+    import equibench.pretrain.run as run_module
+
+    def slow_validation(*args, **kwargs):
+        time.sleep(2.0)
+        return {"seconds": 2.0}
+
+    monkeypatch.setattr(run_module, "validation_metrics", slow_validation)
+    stopped = pretrain(tiny_config(steps=1000, validate_every=1000), PRIOR, tmp_path / "run", progress=False,
+                       time_limit_s=3.0)
+    assert not stopped.finished and stopped.step > 1  # steps of the tiny model take a few ms each
+
+
+def test_a_run_stopped_by_its_time_limit_prints_its_loss_drop(tmp_path):
+    result = CliRunner().invoke(app, ["pretrain", "--out", str(tmp_path / "run"), "--size", "tiny", "--steps", "50",
+                                      "--batch-size", "3", "--rows", "64", "--validation-batches", "0",
+                                      "--no-bundled-validation", "--time-limit", "0.0001", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "stopped by --time-limit at step 1 of 50" in result.stdout
+    assert "training loss " in result.stdout and " over steps 1..1 (means of the first and last 1 steps)" in result.stdout
