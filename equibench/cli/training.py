@@ -253,9 +253,15 @@ def pretrain(
     except KeyboardInterrupt:
         output.errors.print(f"[yellow]interrupted:[/yellow] {_after_interrupt(out)}", highlight=False)
         raise typer.Exit(code=130) from None
+    _report_outcome(outcome, out, config.arch, time_limit if quick_start else None)
+
+
+def _report_outcome(outcome, out: Path, arch: str, quick_start_minutes: float | None) -> None:
+    """What a finished or stopped run prints: where the model is, the loss drop of a stopped run,
+    what a quick start's model is, how to use it; exit status 130 after a stop request."""
     if outcome.finished:
         output.console.print(f"model written to {outcome.model_path}", highlight=False)
-        output.console.print(escape(_how_to_use(outcome.model_path, config.arch)), highlight=False, soft_wrap=True)
+        output.console.print(escape(_how_to_use(outcome.model_path, arch)), highlight=False, soft_wrap=True)
         return
     cause = {"time limit": "--time-limit", "stop request": "Ctrl-C or SIGTERM"}[outcome.stopped_by]
     output.console.print(
@@ -265,12 +271,12 @@ def pretrain(
     drop = _loss_drop(out)
     if drop is not None:
         output.console.print(drop, highlight=False)
-    if quick_start:
+    if quick_start_minutes is not None:
         output.console.print(
-            f"a {time_limit:g}-minute model is a demo of the training loop, not a usable classifier: the packaged "
-            "checkpoints trained for 11.6 and 49.4 hours (docs/MODEL_CARD.md); docs/PRETRAINING.md gives the "
-            "commands of full runs", highlight=False)
-    output.console.print(escape(_how_to_use(outcome.model_path, config.arch)), highlight=False, soft_wrap=True)
+            f"a {quick_start_minutes:g}-minute model is a demo of the training loop, not a usable classifier: the "
+            "packaged checkpoints trained for 11.6 and 49.4 hours (docs/MODEL_CARD.md); docs/PRETRAINING.md gives "
+            "the commands of full runs", highlight=False)
+    output.console.print(escape(_how_to_use(outcome.model_path, arch)), highlight=False, soft_wrap=True)
     if outcome.stopped_by == "stop request":
         raise typer.Exit(code=130)
 
