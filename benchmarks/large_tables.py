@@ -37,24 +37,13 @@ from recording import add_record_flag, publish, section
 
 from equibench import EquiTabPFNClassifier
 from equibench.baselines.registry import method_spec
-from equibench.evaluate.cells import reproducible_cell
-from equibench.evaluate.tabzilla import TabZillaPreprocessor
+from equibench.evaluate.cells import _prepared_fold, reproducible_cell
 from equibench.tables import markdown_table
 from equibench.tasks import LARGE
 from equibench.tasks.openml import load_cached_tasks
 
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "shared" / "data" / "openml-large"
 STRATEGIES = ("subsample", "local")
-
-
-def prepared(task, fold: int) -> dict:
-    """The fold's arrays as ``evaluate`` prepares them."""
-    labels = task.encoded_labels()
-    train, validation, test = task.split(fold)
-    preprocessor = TabZillaPreprocessor(task.categorical, seed=0).fit(task.X.iloc[train], labels[train])
-    return {"X_train": preprocessor.transform(task.X.iloc[train]), "y_train": labels[train],
-            "X_val": preprocessor.transform(task.X.iloc[validation]), "y_val": labels[validation],
-            "X_test": preprocessor.transform(task.X.iloc[test]), "y_test": labels[test], "n_classes": len(task.classes)}
 
 
 def run_method(name: str, data: dict, **changes) -> dict:
@@ -77,7 +66,7 @@ def run_method(name: str, data: dict, **changes) -> dict:
 def main_table(tasks: dict, fold: int) -> tuple[str, list[dict]]:
     rows = []
     for task_id, task in tasks.items():
-        data = prepared(task, fold)
+        data = _prepared_fold(task, fold, 0)  # as `evaluate` prepares the fold (seed 0)
         n_test = len(data["y_test"])
         result = {"task": f"{task_id} {task.name}", "train rows": len(data["y_train"]), "classes": data["n_classes"],
                   "majority": np.bincount(data["y_test"]).max() / n_test}
@@ -129,7 +118,7 @@ def ablation_table(tasks: dict, fold: int, task_ids: list[int], test_rows: int) 
     rows = []
     for task_id in task_ids:
         task = tasks[task_id]
-        data = prepared(task, fold)
+        data = _prepared_fold(task, fold, 0)  # as `evaluate` prepares the fold (seed 0)
         chosen = np.random.RandomState(0).permutation(len(data["y_test"]))[:test_rows]
         X_test, y_test = data["X_test"][chosen], data["y_test"][chosen]
         for change in variants:

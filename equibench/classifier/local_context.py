@@ -19,10 +19,12 @@ from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.metrics import pairwise_distances_argmin
 from sklearn.neighbors import NearestNeighbors
 
-#: ``context``: "auto" = "local" above ``max_train_rows`` training rows, "subsample" up to it;
-#: "subsample" = one context for every test row (a stratified subsample above the cap);
-#: "local" = a context per group of test rows, from their nearest training rows.
-CONTEXTS = ("auto", "subsample", "local")
+from ..baselines.settings import CONTEXTS  # noqa: F401 - the classifiers' ``context`` values, defined once
+
+# ``context`` (CONTEXTS, defined beside the run options, which take the same names): "auto" =
+# "local" above ``max_train_rows`` training rows, "subsample" up to it; "subsample" = one
+# context for every test row (a stratified subsample above the cap); "local" = a context per
+# group of test rows, from their nearest training rows.
 #: The defaults of ``local_neighbors`` (nearest training rows per test row), ``local_group_size``
 #: (test rows per group) and ``local_max_rows`` (the most rows of a local context), chosen by
 #: the ablation of benchmarks/large_tables.py (docs/BENCHMARKS.md).
