@@ -29,7 +29,7 @@ from ..errors import InvalidInputError
 from ..preprocessing import MemberSpec, MemberTransform
 from .local_context import Group, cluster_contexts, plan_groups, route_to_clusters
 from .official_preprocessing import OfficialTransform
-from .prediction import combine_members
+from .prediction import combine_members, test_batches
 
 #: Test rows grouped at once: k-means and the neighbour search run on this many rows at a
 #: time, so memory stays bounded however many rows are predicted.
@@ -273,13 +273,12 @@ class LocalPrediction:
         x_test = transform.transform(test_values).to(dtype)  # (m, F)
         chunks = []
         with torch.inference_mode(), self._mixed_precision(autocast):
-            for start in range(0, len(x_test), self.batch_size):
-                batch = x_test[start : start + self.batch_size].to(self.device_).unsqueeze(0)  # (1, b, F)
+            for batch, n_real in test_batches(x_test, self.batch_size, self.device_):  # (1, b, F)
                 if cached is not None:
                     out = model.predict_in_context(context, batch)[0]
                 else:
                     out = model.forward_chunked(x_train, y_train, batch, run.n_classes)[0]
-                chunks.append(out.to("cpu", torch.float64))
+                chunks.append(out[:n_real].to("cpu", torch.float64))
         return torch.roll(torch.cat(chunks), -run.shift, dims=-1)  # (m, n_classes)
 
 

@@ -5,6 +5,7 @@ against the context's keys and values computed once (``fit_with_cache``)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -15,6 +16,9 @@ from ..devices import resolve_precision
 #: ``cache_precision``: "auto" keeps the cache in the dtype it is computed in; a dtype name
 #: stores it in that dtype (bfloat16 and float16 halve float32's memory).
 CACHE_PRECISIONS = ("auto", "float32", "bfloat16", "float16")
+
+#: test batches are padded to at least this many rows (see :func:`test_batches`)
+MIN_TEST_ROWS = 16
 
 
 class EnsemblePrediction:
@@ -98,8 +102,7 @@ class EnsemblePrediction:
             train = None if context is not None else self._member_context(dtype, transform, train_features)
             chunks = []
             with torch.inference_mode(), self._mixed_precision(autocast):
-                for start in range(0, test_features.shape[0], self.batch_size):
-                    x_test = test_features[start : start + self.batch_size].to(self.device_).unsqueeze(0)  # (1, m, F)
+                for x_test, n_real in test_batches(test_features, self.batch_size, self.device_):  # (1, m, F)
                     if context is not None:
                         run = model.embed_in_context if embed else model.predict_in_context
                         out = run(context, x_test)[0]
@@ -107,7 +110,7 @@ class EnsemblePrediction:
                         run = model.embed_chunked if embed else model.forward_chunked
                         out = run(*train, x_test, n_classes)[0]
                     wide = torch.float64 if not embed or out.dtype == torch.float64 else torch.float32
-                    chunks.append(out.to("cpu", wide))
+                    chunks.append(out[:n_real].to("cpu", wide))
             yield transform, torch.cat(chunks)
 
     def _ensemble(self, values) -> dict[str, np.ndarray]:
@@ -142,6 +145,19 @@ class EnsemblePrediction:
         for EquiTabPFN (whose members never shift the classes: slot 1+k is ``classes_[k]``),
         (n_estimators, M, d) for TabPFN* (one token per row, whatever its members' class shifts)."""
         return torch.stack([embedded for _, embedded in self._member_outputs(values, embed=True)]).numpy()
+
+
+def test_batches(x_test: torch.Tensor, batch_size: int, device) -> Iterator[tuple[torch.Tensor, int]]:
+    """The test rows ``x_test`` (M, F) in batches (1, b, F) on ``device``, each with its number of
+    real rows: a batch of fewer than ``MIN_TEST_ROWS`` rows is padded with copies of its last row,
+    because float32 matrix products over a few rows take other kernels and round differently,
+    and a row's prediction should not depend on the rows predicted with it."""
+    for start in range(0, x_test.shape[0], batch_size):
+        batch = x_test[start : start + batch_size]
+        n_real = batch.shape[0]
+        if n_real < MIN_TEST_ROWS:
+            batch = torch.cat([batch, batch[-1:].expand(MIN_TEST_ROWS - n_real, -1)])
+        yield batch.to(device).unsqueeze(0), n_real
 
 
 def combine_members(member_logits, temperature: float) -> dict[str, np.ndarray]:

@@ -51,6 +51,23 @@ def _mixed_frame(n=60, seed=0):
 # -- 3. inference_precision ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fit_mode", ["low_memory", "fit_with_cache"])
+def test_float32_passes_sklearns_subset_invariance_check(fit_mode):
+    """Test batches are padded to a minimum row count, so a row's prediction does not
+    depend on how many rows are predicted with it (few-row float32 products round apart)."""
+    check_methods_subset_invariance("EquiTabPFNClassifier", _equi(n_estimators=2, fit_mode=fit_mode))
+    check_methods_subset_invariance("TabPFNStarClassifier", TabPFNStarClassifier(
+        checkpoint=str(STAR), device="cpu", random_state=0, n_estimators=2, fit_mode=fit_mode))
+
+
+def test_one_row_predicts_exactly_as_within_a_batch():
+    X, y = blobs()
+    model = _equi(n_estimators=1, fit_mode="fit_with_cache").fit(X, y)
+    together = model.predict_raw_logits(X[:40])
+    alone = np.concatenate([model.predict_raw_logits(X[i : i + 1]) for i in range(40)], axis=1)
+    np.testing.assert_allclose(alone, together, rtol=0, atol=1e-7)
+
+
 def test_float64_passes_sklearns_subset_invariance_check():
     check_methods_subset_invariance("EquiTabPFNClassifier", _equi(n_estimators=2, inference_precision="float64"))
     check_methods_subset_invariance("TabPFNStarClassifier", TabPFNStarClassifier(

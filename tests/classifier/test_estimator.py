@@ -20,10 +20,6 @@ from .common import blobs
 EQUI = str(CHECKPOINTS["equitabpfn"])
 STAR = str(CHECKPOINTS["tabpfn-star"])
 
-_FLOAT32_SUBSET = (
-    "float32 matrix products of different batch shapes differ by ~1e-7, just above this "
-    "check's rtol=1e-7; with inference_precision='float64' the check passes (tested below)"
-)
 _UNTRAINED_STAR = (
     "the tiny TabPFN* checkpoint is untrained, so its MLP decoder cannot fit the training "
     "set; the untrained EquiTabPFN passes thanks to its non-parametric decoder"
@@ -33,9 +29,7 @@ _UNTRAINED_STAR = (
 def _expected_failures(estimator):
     if isinstance(estimator, TabPFNStarClassifier):
         return {"check_classifiers_train": _UNTRAINED_STAR}
-    if estimator.inference_precision == "float64":
-        return {}
-    return {"check_methods_subset_invariance": _FLOAT32_SUBSET}
+    return {}
 
 
 @parametrize_with_checks(
