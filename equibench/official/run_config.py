@@ -34,6 +34,8 @@ _EXACT = {"equivariant_encoder": False, "feature_mask_mode": "Bq2Bk", "output_fe
 _INERT = ("dropout", "init_method", "recompute_attn", "pre_norm", "efficient_eval_masking", "tabpfn_zero_weights",
           "all_layers_same_init", "compile_model")
 _DECODER_MLP_EXACT = {"with_layer_norm": True, "layer_norm_eps": 1, "activation": "gelu"}
+#: Names a configuration may give a head count under (the backbone's is ``nhead``).
+_HEAD_KEYS = ("nhead", "n_heads", "num_heads", "nheads")
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,31 @@ def _positive_int(section: dict, key: str, path: str, where: str) -> int:
     return value
 
 
+def _head_counts(data, path: str = "") -> list[tuple[str, object]]:
+    """Every (dotted path, value) of a head-count key anywhere in the parsed YAML ``data``."""
+    found = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            where = f"{path}.{key}" if path else str(key)
+            if key in _HEAD_KEYS and not isinstance(value, (dict, list)):
+                found.append((where, value))
+            found += _head_counts(value, where)
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            found += _head_counts(value, f"{path}[{index}]")
+    return found
+
+
+def _refuse_disagreeing_head_counts(config: dict, where: str) -> None:
+    """The head count cannot be read from the weights, so where the file states it more than
+    once (e.g. a copy of the model section), every statement must agree."""
+    counts = _head_counts(config)
+    if len({repr(value) for _, value in counts}) > 1:
+        stated = ", ".join(f"`{path}` = {value!r}" for path, value in counts)
+        raise CheckpointError(f"{where} states the head count more than once and the values differ ({stated}); "
+                              "the weights cannot tell which is right: pass the config.yaml the run was trained with")
+
+
 def check_run_config(config: dict, where: str = "config.yaml") -> OfficialArchitecture:
     """The architecture of an official run's parsed ``config.yaml``, refused with a
     :class:`CheckpointError` naming the key unless every model setting is mapped exactly."""
@@ -115,6 +142,7 @@ def check_run_config(config: dict, where: str = "config.yaml") -> OfficialArchit
     _refuse_unknown(kwargs, (*_SIZES, *_EXACT, *_INERT, "decoder_kwarg"), "model.bkbn.kwargs", where)
     _require(kwargs, _EXACT, "model.bkbn.kwargs", where)
     emsize, nlayers, nhead, nhid_factor = (_positive_int(kwargs, key, "model.bkbn.kwargs", where) for key in _SIZES)
+    _refuse_disagreeing_head_counts(config, where)
     if emsize % nhead:
         raise CheckpointError(f"{where}: `model.bkbn.kwargs.emsize` ({emsize}) is not divisible by `nhead` ({nhead})")
 

@@ -87,6 +87,8 @@ def _kwargs(config):
 @pytest.mark.parametrize("change, message", [
     (lambda c: _kwargs(c).update(nhead=3), "emsize.*16.*not divisible by `nhead` .3."),
     (lambda c: _kwargs(c).update(nhead="2"), "nhead` must be a positive integer"),
+    (lambda c: c.update(transformer={"nhead": 4}), r"head count more than once.*`model.bkbn.kwargs.nhead` = 2, "
+                                                   r"`transformer.nhead` = 4"),
     (lambda c: _kwargs(c).update(nlayers=3), "do not match an EquiTabPFN v1 of 3 layers"),
     (lambda c: _kwargs(c).update(emsize=32), "has shape"),
     (lambda c: _kwargs(c).update(feature_mask_mode="none"), "feature_mask_mode` is 'none'"),
@@ -105,6 +107,13 @@ def test_configs_that_do_not_map_exactly_are_refused(official, tmp_path, change,
     change(config)
     with pytest.raises(CheckpointError, match=message):
         convert_official([write_run(tmp_path / "run", official, config=config)], tmp_path / "out.pt")
+
+
+def test_a_head_count_stated_twice_alike_is_accepted(official, tmp_path):
+    config = yaml.safe_load(str(official["config_yaml"]))
+    config["transformer"] = {"nhead": _kwargs(config)["nhead"]}
+    out = convert_official([write_run(tmp_path / "run", official, config=config)], tmp_path / "out.pt")
+    assert load_checkpoint(out)[0].config.n_heads == _kwargs(config)["nhead"]
 
 
 class _Payload:
