@@ -120,14 +120,20 @@ LOSS_WINDOW = 20
 
 
 def _loss_drop(out: Path) -> str | None:
-    """The training loss at the start and the end of the run's log (means over LOSS_WINDOW
-    steps); None when the log holds no losses."""
+    """The loss at the start and the end of the run's log: on the fixed validation batches of
+    the prior where the run validated twice (the untrained model and the weights it stopped
+    with), else the training loss (means over LOSS_WINDOW steps); None when the log holds no losses."""
     from ..pretrain.curves import read_log
 
     try:
-        steps, _ = read_log(out)
+        steps, validations = read_log(out)
     except (OSError, InvalidInputError):
         return None
+    if "prior_loss" in validations and validations["prior_loss"].notna().sum() >= 2:
+        checked = validations.dropna(subset=["prior_loss"])
+        first, last = checked.iloc[0], checked.iloc[-1]
+        return (f"validation loss (fixed prior batches) {first['prior_loss']:.3f} at step {int(first['step'])} -> "
+                f"{last['prior_loss']:.3f} at step {int(last['step'])}")
     losses = steps["loss"].dropna() if "loss" in steps else steps.iloc[:0]
     if losses.empty:
         return None
@@ -233,6 +239,7 @@ def pretrain(
     if quick_start:
         recipe = QUICK_START_RECIPE
         time_limit = QUICK_START_MINUTES if time_limit is None else time_limit
+        train.setdefault("bundled_validation", False)  # the prior batches validate in seconds, not minutes
     chosen = Recipe() if recipe is None else load_recipe(recipe)
     config, prior = chosen.configs(arch_name, train, prior_values, model)
     if time_limit is not None and not time_limit > 0:

@@ -221,29 +221,27 @@ class _Run:
             run_dir.append_log(self.out_dir, record)
             self.bar.update(self.task, completed=step, loss=record["loss"], lr=record["lr"],
                             rate=record["datasets_per_s"], prior_share=record["prior_share"])
-            if step % config.validate_every == 0 or step == config.steps:
-                self.validate(step)
-        checkpointed = step % config.checkpoint_every == 0 or step == config.steps
-        if checkpointed:
-            self.save(step)
+        validated = step % config.validate_every == 0 or step == config.steps
+        if validated and self.ddp.is_main:
+            self.validate(step)
         self.stopped_by = None if step == config.steps else self._stop_reason(step)
-        if self.stopped_by is None:
-            return False
-        if not checkpointed:
+        if self.stopped_by is not None and not validated and self.ddp.is_main:
+            self.validate(step)  # the weights a stopped run ships are validated too
+        if self.stopped_by is not None or step % config.checkpoint_every == 0 or step == config.steps:
             self.save(step)
-        return True
+        return self.stopped_by is not None
 
     def _stop_reason(self, step: int) -> str | None:
         """Why to stop after ``step``: "stop request" (``stop`` is set) or "time limit" (one more
-        step at this invocation's mean pace would end past it); every process gets the same answer."""
+        step at this invocation's mean pace, then the validation a stopped run ends with, would end
+        past it); every process gets the same answer."""
         if self.stop is not None and self.ddp.any(self.stop.is_set()):
             return "stop request"
         if self.time_limit_s is None:
             return None
         elapsed = time.perf_counter() - self.started
         pace = (elapsed - self.validation_s) / (step - self.start_step)  # a step's time, validations left out
-        validates = (step + 1) % self.config.validate_every == 0 or step + 1 == self.config.steps
-        next_end = elapsed + pace + (self.last_validation_s if validates else 0.0)
+        next_end = elapsed + pace + self.last_validation_s  # the next step, then a validation (on schedule or at the stop)
         return "time limit" if self.ddp.any(next_end >= self.time_limit_s) else None
 
     def validate(self, step: int) -> None:

@@ -13,6 +13,7 @@ from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
 from equibench.cli import app
 from equibench.model import load_checkpoint
 from equibench.pretrain import pretrain
+from equibench.pretrain.curves import read_log
 from equibench.prior import PriorConfig
 
 from .common import PRIOR, kill_during_step, log_records, step_losses, tiny_config, validation_at
@@ -248,8 +249,10 @@ def test_a_slow_validation_is_left_out_of_the_steps_pace(tmp_path, monkeypatch):
 
     monkeypatch.setattr(run_module, "validation_metrics", slow_validation)
     stopped = pretrain(tiny_config(steps=1000, validate_every=1000), PRIOR, tmp_path / "run", progress=False,
-                       time_limit_s=3.0)
+                       time_limit_s=5.0)
     assert not stopped.finished and stopped.step > 1  # steps of the tiny model take a few ms each
+    _, validations = read_log(tmp_path / "run")  # the weights a stopped run ships are validated too
+    assert list(validations["step"]) == [0, stopped.step]
 
 
 def test_a_run_stopped_by_its_time_limit_prints_its_loss_drop(tmp_path):
@@ -259,3 +262,17 @@ def test_a_run_stopped_by_its_time_limit_prints_its_loss_drop(tmp_path):
     assert result.exit_code == 0, result.output
     assert "stopped by --time-limit at step 1 of 50" in result.stdout
     assert "training loss " in result.stdout and " over steps 1..1 (means of the first and last 1 steps)" in result.stdout
+
+
+def test_the_quick_start_validates_on_the_prior_only_and_prints_the_validation_loss_drop(tmp_path, monkeypatch):
+    """No options: the small-cpu recipe for its time limit, validated in seconds (no bundled
+    datasets), the weights it stops with validated, the drop of the fixed batches' loss printed."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["pretrain", "--time-limit", "0.0001", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "runs" / "pretrain-equitabpfn"
+    _, validations = read_log(run)
+    assert list(validations["step"]) == [0, 1]
+    assert "prior_loss" in validations and "iris_accuracy" not in validations
+    assert "validation loss (fixed prior batches) " in result.stdout and " at step 0 -> " in result.stdout
+    assert "demo of the training loop" in result.stdout
