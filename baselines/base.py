@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import numpy as np
 
 from ..errors import MissingDependencyError
-from .registry import method_spec
-from .settings import Settings
+from .settings import Requirement, Settings
 
 
 @contextlib.contextmanager
-def optional_import(method: str) -> Iterator[None]:
-    """Around the import of ``method``'s optional package: a :class:`MissingDependencyError`
-    naming its pip requirement (from the registry) when it is not installed."""
+def optional_import(method: str, requirement: Requirement) -> Iterator[None]:
+    """Around the import of ``method``'s optional package ``requirement`` (its settings class
+    declares it): a :class:`MissingDependencyError` naming the pip requirement when it is not installed."""
     try:
         yield
     except ImportError as error:
-        requirement = method_spec(method).requires
         raise MissingDependencyError(method, error.name or requirement.module, requirement.pip) from None
 
 
@@ -36,16 +35,22 @@ class Method(ABC):
     """A classifier under evaluation: ``fit`` (with optional validation data) then
     ``predict_proba`` over the task's ``n_classes`` classes.
 
-    ``settings`` are the typed settings the registry names for the method (its defaults when
-    None); keyword ``changes`` replace some of their fields."""
+    ``settings`` are the method's typed settings, the class its ``settings`` annotation names
+    (its defaults when None); keyword ``changes`` replace some of their fields."""
 
     name: str = ""
+    settings: Settings
 
     def __init__(self, n_classes: int, seed: int = 0, settings: Settings | None = None, **changes):
-        settings = settings if settings is not None else method_spec(self.name).settings()
+        settings = settings if settings is not None else self.settings_class()()
         self.n_classes = n_classes
         self.seed = seed
         self.settings = dataclasses.replace(settings, **changes) if changes else settings
+
+    @classmethod
+    def settings_class(cls) -> type[Settings]:
+        """The settings class the method declares (its ``settings: XSettings`` annotation)."""
+        return typing.get_type_hints(cls)["settings"]
 
     @classmethod
     def prepare(cls, settings: Settings) -> Settings:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from .pfn import PFNMethod
+from .settings import EquiTabPFNSettings
 
 
 class EquiTabPFNMethod(PFNMethod):
     name = "equitabpfn"
+    settings: EquiTabPFNSettings

@@ -1,5 +1,5 @@
 """The authors' released EquiTabPFN weights, converted by ``equibench convert-official``
-(``official_checkpoint``, ``evaluate --official-checkpoint FILE`` or
+(``weights={"equitabpfn-official": FILE}``, ``evaluate --weights equitabpfn-official=FILE`` or
 ``EQUIBENCH_OFFICIAL_CHECKPOINT``): nothing is downloaded. Without the file the cells are
 skipped with the reason. One member with the official preprocessing, as in the paper's
 tables (``preprocessing="official"``, see docs/OFFICIAL_CHECKPOINT.md); other ensemble sizes
@@ -32,18 +32,17 @@ class OfficialEquiTabPFNMethod(Method):
         if not settings.checkpoint or not Path(settings.checkpoint).is_file():
             return settings
         path = resolve_checkpoint(settings.checkpoint, ARCH)
-        if not shared_network(path, ARCH).config.official:
+        if not shared_network(path, ARCH).config.computes_released_network:
             raise CheckpointError(
-                f"official_checkpoint {str(path)!r} holds an EquiTabPFN trained by equibench, not the authors' "
+                f"weights={{'{cls.name}': {str(path)!r}}} holds an EquiTabPFN trained by equibench, not the authors' "
                 "converted one; write that with `equibench convert-official`, or evaluate this file as "
-                "equitabpfn_checkpoint"
+                f"weights={{'equitabpfn': {str(path)!r}}}"
             )
         return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=checkpoint_sha256(path))
 
     def _checkpoint(self) -> Path:
         if not self.settings.checkpoint:
-            raise MethodUnavailableError("no weights: set official_checkpoint (or EQUIBENCH_OFFICIAL_CHECKPOINT) to the "
-                                         "file `equibench convert-official` wrote")
+            raise MethodUnavailableError(self.settings.no_weights())
         path = Path(self.settings.checkpoint)
         if not path.is_file():
             raise MethodUnavailableError(f"no weights: the converted official checkpoint {str(path)!r} is not a file")

@@ -1,9 +1,11 @@
-"""Every evaluated method by CLI name: label, settings, cost, pip requirement and implementation.
+"""Every evaluated method by CLI name: label, settings, cost, implementation; its optional
+package and the weights it takes from the user are declared by its settings class
+(:class:`~.settings.Requirement`, :class:`~.settings.UserWeights`) and read here.
 
 Each entry reaches its implementation through a small function with a plain import: the
 edge is static, and deferred so that `equibench methods` lists the registry without numpy,
-torch or scikit-learn (and a method's module loads only when it is used). The methods'
-interface, :mod:`.base`, looks its methods up here; this module imports nothing of it.
+torch or scikit-learn (and a method's module loads only when it is used). Nothing of the
+methods imports this module: the registry sits above them.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from .settings import (
     DecisionTreeSettings,
     EnsembleSettings,
     EquiTabPFNSettings,
-    ExternalTabPFNSettings,
     KNNSettings,
     LinearModelSettings,
     MLPSettings,
     OfficialEquiTabPFNSettings,
     RandomForestSettings,
+    Requirement,
     RtdlMLPSettings,
     RtdlResNetSettings,
     Settings,
@@ -29,37 +31,13 @@ from .settings import (
     TabICLSettings,
     TabNetSettings,
     TabPFNStarSettings,
+    TabPFNv1Settings,
+    TabPFNv2Settings,
+    UserWeights,
     UserWeightsSettings,
     VIMESettings,
     XGBoostSettings,
 )
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """An optional package a method imports, and what to install for it."""
-
-    module: str  # import name
-    pip: str  # pip requirement
-
-    def installed(self) -> bool:
-        """Whether the module imports here and, when ``pip`` pins versions (``tabpfn<2``), the
-        installed distribution's version satisfies them (tabpfn 9 does not run TabPFN v1)."""
-        import importlib.util
-        from importlib import metadata
-
-        if importlib.util.find_spec(self.module) is None:
-            return False
-        from packaging.requirements import Requirement as PipRequirement
-
-        wanted = PipRequirement(self.pip)
-        if not wanted.specifier:
-            return True
-        try:
-            return wanted.specifier.contains(metadata.version(wanted.name), prereleases=True)
-        except metadata.PackageNotFoundError:  # importable but not pip-installed: cannot tell, trust the import
-            return True
-
 
 #: The note of the methods that go through ECOC beyond 10 classes, at the end of their label.
 ECOC_NOTE = " (ECOC >10)"
@@ -70,12 +48,21 @@ class MethodSpec:
     name: str  # CLI name, also the ``method`` column of the results
     label: str  # display name in tables and figures
     settings: type[Settings]
-    implementation: Callable[[], type]  # the method's class (a ``base.Method``); base imports this module
+    implementation: Callable[[], type]  # the method's class (a ``base.Method``)
     # run time per train row per class (and per ensemble member) in microseconds: medians of
     # the committed results (2-core CPU; TabPFN v1/v2 assumed like TabPFN*); orders cells
     # longest-first on parallel backends
     cost: float
-    requires: Requirement | None = None
+
+    @property
+    def requires(self) -> Requirement | None:
+        """The optional package the method imports (its settings class declares it)."""
+        return self.settings.requires
+
+    @property
+    def weights(self) -> UserWeights | None:
+        """The weights the method takes from the user; None: it takes none."""
+        return self.settings.user_weights
 
     @property
     def plain_label(self) -> str:
@@ -92,6 +79,10 @@ class MethodSpec:
     def needs_weights(self) -> bool:
         """Whether the method runs only with weights the user supplies."""
         return issubclass(self.settings, UserWeightsSettings)
+
+    def no_weights(self) -> str:
+        """Why a cell of this method was skipped without weights, and how to give them."""
+        return self.settings.no_weights()
 
 
 def _equitabpfn():
@@ -179,8 +170,6 @@ def _vime():
     return VIMEMethod
 
 
-_RTDL = Requirement("rtdl_revisiting_models", "rtdl-revisiting-models")
-
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in [
@@ -189,23 +178,18 @@ METHODS: dict[str, MethodSpec] = {
         # cost: EquiTabPFN's scaled by the width and depth (d 512 vs 128, 6 vs 4 layers), not measured
         MethodSpec("equitabpfn-official", "EquiTabPFN (official weights)", OfficialEquiTabPFNSettings,
                    _equitabpfn_official, cost=4000),
-        MethodSpec("tabpfn-v1", "TabPFNv1" + ECOC_NOTE, ExternalTabPFNSettings, _tabpfn_v1, cost=50,
-                   requires=Requirement("tabpfn", "tabpfn<2")),
-        MethodSpec("tabpfn-v2", "TabPFNv2" + ECOC_NOTE, ExternalTabPFNSettings, _tabpfn_v2, cost=50,
-                   requires=Requirement("tabpfn", "tabpfn>=2")),
-        MethodSpec("tabicl", "TabICL", TabICLSettings, _tabicl, cost=170,  # assumed like EquiTabPFN
-                   requires=Requirement("tabicl", "tabicl")),
-        MethodSpec("xgboost", "XGBoost", XGBoostSettings, _xgboost, cost=100,
-                   requires=Requirement("xgboost", "xgboost-cpu")),
+        MethodSpec("tabpfn-v1", "TabPFNv1" + ECOC_NOTE, TabPFNv1Settings, _tabpfn_v1, cost=50),
+        MethodSpec("tabpfn-v2", "TabPFNv2" + ECOC_NOTE, TabPFNv2Settings, _tabpfn_v2, cost=50),
+        MethodSpec("tabicl", "TabICL", TabICLSettings, _tabicl, cost=170),  # assumed like EquiTabPFN
+        MethodSpec("xgboost", "XGBoost", XGBoostSettings, _xgboost, cost=100),
         MethodSpec("random-forest", "RandomForest", RandomForestSettings, _random_forest, cost=70),
         MethodSpec("knn", "KNN", KNNSettings, _knn, cost=2),
         MethodSpec("decision-tree", "DecisionTree", DecisionTreeSettings, _decision_tree, cost=3),
         MethodSpec("linear-model", "LinearModel", LinearModelSettings, _linear_model, cost=10),
         MethodSpec("mlp", "MLP", MLPSettings, _mlp, cost=480),
-        MethodSpec("rtdl-resnet", "rtdl-ResNet", RtdlResNetSettings, _rtdl_resnet, cost=770, requires=_RTDL),
-        MethodSpec("rtdl-mlp", "rtdl-MLP", RtdlMLPSettings, _rtdl_mlp, cost=490, requires=_RTDL),
-        MethodSpec("tabnet", "TabNet", TabNetSettings, _tabnet, cost=5300,
-                   requires=Requirement("pytorch_tabnet", "pytorch-tabnet")),
+        MethodSpec("rtdl-resnet", "rtdl-ResNet", RtdlResNetSettings, _rtdl_resnet, cost=770),
+        MethodSpec("rtdl-mlp", "rtdl-MLP", RtdlMLPSettings, _rtdl_mlp, cost=490),
+        MethodSpec("tabnet", "TabNet", TabNetSettings, _tabnet, cost=5300),
         MethodSpec("stg", "STG", STGSettings, _stg, cost=330),
         MethodSpec("vime", "VIME", VIMESettings, _vime, cost=2000),
     ]
@@ -220,3 +204,17 @@ def method_spec(name: str) -> MethodSpec:
         return METHODS[name]
     except KeyError:
         raise InvalidInputError(f"unknown method {name!r}; choose from {', '.join(METHODS)}") from None
+
+
+def weights_methods() -> list[str]:
+    """The methods that take weights from the user, in registry order."""
+    return [name for name, spec in METHODS.items() if spec.weights is not None]
+
+
+def check_weights(weights) -> None:
+    """Refuse ``weights`` (``MethodOptions.weights``) unless every name is a method that takes weights."""
+    takers = ", ".join(weights_methods())
+    for name in weights:
+        if name not in METHODS or METHODS[name].weights is None:
+            what = "takes no weights" if name in METHODS else "is not a method"
+            raise InvalidInputError(f"weights: {name!r} {what}; the methods that take weights: {takers}")

@@ -22,7 +22,7 @@ class RtdlMLPMethod(TorchMethod):
     settings: RtdlMLPSettings
 
     def build(self, n_features, n_seen):
-        with optional_import(self.name):
+        with optional_import(self.name, self.settings.requires):
             import rtdl_revisiting_models as rtdl
         layers, dropout = list(self.settings.layers), self.settings.dropout
         blocks, width = [], n_features

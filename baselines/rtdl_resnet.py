@@ -16,7 +16,7 @@ class RtdlResNetMethod(TorchMethod):
     settings: RtdlResNetSettings
 
     def build(self, n_features, n_seen):
-        with optional_import(self.name):
+        with optional_import(self.name, self.settings.requires):
             import rtdl_revisiting_models as rtdl
         s = self.settings
         return rtdl.ResNet(  # (B, F) -> (B, S); batch-normalised blocks

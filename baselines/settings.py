@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
+from ..context_rules import CONTEXTS, MAX_TRAIN_ROWS
 from ..errors import InvalidInputError
 
-#: The PFN context cap of the protocol: local contexts above it (context "auto"), or with
-#: context "subsample" a stratified random subsample of this many rows.
-MAX_TRAIN_ROWS = 3000
-#: The PFN methods' context strategies (the classifiers' ``context``); "auto" is the default
-#: variant (named by its ensemble size alone), the others add their name: ``n1-subsample``.
-CONTEXTS = ("auto", "subsample", "local")
 #: The neural baselines' training loop (TabZilla protocol).
 BATCH_SIZE = 128
 MAX_EPOCHS = 500
@@ -31,16 +28,51 @@ PATIENCE = 20
 _ENSEMBLE_PREFIX = "n"
 
 
+@dataclass(frozen=True)
+class Requirement:
+    """An optional package a method imports, and what to install for it."""
+
+    module: str  # import name
+    pip: str  # pip requirement
+
+    def installed(self) -> bool:
+        """Whether the module imports here and, when ``pip`` pins versions (``tabpfn<2``), the
+        installed distribution's version satisfies them (tabpfn 9 does not run TabPFN v1)."""
+        import importlib.util
+        from importlib import metadata
+
+        if importlib.util.find_spec(self.module) is None:
+            return False
+        from packaging.requirements import Requirement as PipRequirement
+
+        wanted = PipRequirement(self.pip)
+        if not wanted.specifier:
+            return True
+        try:
+            return wanted.specifier.contains(metadata.version(wanted.name), prereleases=True)
+        except metadata.PackageNotFoundError:  # importable but not pip-installed: cannot tell, trust the import
+            return True
+
+
+@dataclass(frozen=True)
+class UserWeights:
+    """The weights a method takes from the user: ``MethodOptions.weights[name]`` (``--weights
+    NAME=PATH``), else the environment variable ``env``; its settings' ``from_options`` reads
+    them with ``cls.given_weights(options)``."""
+
+    what: str  # what PATH is, for --help and the reason of cells skipped without it
+    metavar: str = "FILE"  # FILE or DIR, in --help and messages
+    env: str | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class MethodOptions:
     """The run options the methods' settings are made from (see ``from_options``)."""
 
     ensembles: tuple[int, ...] = (1,)  # ensemble sizes of the PFN methods: one variant each
-    tabpfn_weights: str | None = None  # falls back to EQUIBENCH_TABPFN_WEIGHTS
-    tabicl_checkpoint: str | None = None  # falls back to EQUIBENCH_TABICL_CHECKPOINT
-    official_checkpoint: str | None = None  # `equibench convert-official`'s file; falls back to EQUIBENCH_OFFICIAL_CHECKPOINT
-    equitabpfn_checkpoint: str = "default"
-    tabpfn_star_checkpoint: str = "default"
+    # method name -> its weights (a file or folder, see :class:`UserWeights`): the methods of
+    # ``registry.weights_methods()`` (``registry.check_weights``); see ``Settings.given_weights``
+    weights: dict[str, str] = dataclasses.field(default_factory=dict)
     max_train_rows: int = MAX_TRAIN_ROWS
     device: str = "cpu"  # of the PFN methods
     contexts: tuple[str, ...] = ("auto",)  # context strategies of the PFN methods: one variant each
@@ -53,20 +85,39 @@ class MethodOptions:
             raise InvalidInputError(f"contexts must be distinct names among {', '.join(CONTEXTS)}, got {list(self.contexts)}")
         if self.max_train_rows < 1:
             raise InvalidInputError(f"max_train_rows must be positive, got {self.max_train_rows}")
-
-    def resolved_tabpfn_weights(self) -> str | None:
-        return self.tabpfn_weights or os.environ.get("EQUIBENCH_TABPFN_WEIGHTS") or None
-
-    def resolved_tabicl_checkpoint(self) -> str | None:
-        return self.tabicl_checkpoint or os.environ.get("EQUIBENCH_TABICL_CHECKPOINT") or None
-
-    def resolved_official_checkpoint(self) -> str | None:
-        return self.official_checkpoint or os.environ.get("EQUIBENCH_OFFICIAL_CHECKPOINT") or None
+        if not isinstance(self.weights, Mapping) or not all(
+                isinstance(name, str) and isinstance(path, (str, os.PathLike)) for name, path in self.weights.items()):
+            raise InvalidInputError(f"weights must map method names to paths, got {self.weights!r}")
+        object.__setattr__(self, "weights", {name: os.fspath(path) for name, path in self.weights.items()})
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Settings of a method whose run options change nothing: one variant, ``default``."""
+    """Settings of a method whose run options change nothing: one variant, ``default``.
+
+    The class also declares what the registry lists about its method: the optional package
+    it imports (``requires``) and, for a method that takes weights from the user, what they
+    are (``user_weights``) under the method's name (``method``)."""
+
+    requires: ClassVar[Requirement | None] = None
+    method: ClassVar[str] = ""  # the registry's name, for the methods that take weights
+    user_weights: ClassVar[UserWeights | None] = None
+
+    @classmethod
+    def given_weights(cls, options: MethodOptions) -> str | None:
+        """The method's weights: ``options.weights[method]``, else its environment variable
+        (``user_weights.env``) when set and not empty, else None."""
+        if cls.method in options.weights:
+            return options.weights[cls.method]
+        env = cls.user_weights.env if cls.user_weights else None
+        return (os.environ.get(env) if env else None) or None
+
+    @classmethod
+    def no_weights(cls) -> str:
+        """Why a cell of this method was skipped without weights, and how to give them."""
+        weights = cls.user_weights
+        env = f" or set {weights.env}" if weights.env else ""
+        return f"no weights: pass weights={{{cls.method!r}: {weights.metavar}}}{env}: {weights.what}"
 
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
@@ -163,18 +214,26 @@ class PFNSettings(EnsembleSettings):
 
 @dataclass(frozen=True)
 class EquiTabPFNSettings(PFNSettings):
+    method = "equitabpfn"
+    user_weights = UserWeights("an EquiTabPFN checkpoint file, by default the packaged one (`default`)")
+
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(checkpoint=options.equitabpfn_checkpoint, max_train_rows=options.max_train_rows, device=options.device,
-                   contexts=tuple(options.contexts))
+        checkpoint = cls.given_weights(options)
+        return cls(checkpoint="default" if checkpoint is None else checkpoint, max_train_rows=options.max_train_rows,
+                   device=options.device, contexts=tuple(options.contexts))
 
 
 @dataclass(frozen=True)
 class TabPFNStarSettings(PFNSettings):
+    method = "tabpfn-star"
+    user_weights = UserWeights("a TabPFN* checkpoint file, by default the packaged one (`default`)")
+
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(checkpoint=options.tabpfn_star_checkpoint, max_train_rows=options.max_train_rows, device=options.device,
-                   contexts=tuple(options.contexts))
+        checkpoint = cls.given_weights(options)
+        return cls(checkpoint="default" if checkpoint is None else checkpoint, max_train_rows=options.max_train_rows,
+                   device=options.device, contexts=tuple(options.contexts))
 
 
 @dataclass(frozen=True)
@@ -182,22 +241,39 @@ class UserWeightsSettings(EnsembleSettings):
     """A pretrained model whose weights only the user supplies (never downloaded): without
     them its cells are skipped."""
 
-    weights_option = "tabpfn_weights"  # the run option (MethodOptions field) that supplies them; a class attribute
+
+_TABPFN_ENV = "EQUIBENCH_TABPFN_WEIGHTS"  # TabPFN v1's and v2's: one folder may hold both
 
 
 @dataclass(frozen=True)
 class ExternalTabPFNSettings(UserWeightsSettings):
-    """TabPFN v1/v2: the folder of the user's weights (None: the cells are skipped)."""
+    """TabPFN v1/v2: the folder of the user's weights (None: the cells are skipped), each
+    version's own: that of ``method``, its registry name."""
 
     tabpfn_weights: str | None = None
     device: str = "cpu"
 
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(tabpfn_weights=options.resolved_tabpfn_weights(), device=options.device)
+        return cls(tabpfn_weights=cls.given_weights(options), device=options.device)
 
     def fingerprint(self) -> dict:
         return {"tabpfn_weights": self.tabpfn_weights}
+
+
+@dataclass(frozen=True)
+class TabPFNv1Settings(ExternalTabPFNSettings):
+    method = "tabpfn-v1"
+    requires = Requirement("tabpfn", "tabpfn<2")
+    user_weights = UserWeights("a folder with the TabPFN v1 weights "
+                               "(models_diff/prior_diff_real_checkpoint_n_0_epoch_42.cpkt)", "DIR", _TABPFN_ENV)
+
+
+@dataclass(frozen=True)
+class TabPFNv2Settings(ExternalTabPFNSettings):
+    method = "tabpfn-v2"
+    requires = Requirement("tabpfn", "tabpfn>=2")
+    user_weights = UserWeights("a folder with the TabPFN v2 weights (tabpfn-v2-classifier*.ckpt)", "DIR", _TABPFN_ENV)
 
 
 @dataclass(frozen=True)
@@ -205,14 +281,18 @@ class TabICLSettings(UserWeightsSettings):
     """TabICL: the user's checkpoint file (None: the cells are skipped), its sha256 (set by
     the method's ``prepare``) and the device; ``n_estimators`` is TabICL's ensemble size."""
 
-    weights_option = "tabicl_checkpoint"
+    method = "tabicl"
+    requires = Requirement("tabicl", "tabicl")
+    user_weights = UserWeights("a TabICL checkpoint file in the tabicl package's format (e.g. "
+                               "tabicl-classifier-v2-20260212.ckpt), never downloaded", env="EQUIBENCH_TABICL_CHECKPOINT")
+
     checkpoint: str | None = None
     checkpoint_sha256: str | None = None
     device: str = "cpu"
 
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(checkpoint=options.resolved_tabicl_checkpoint(), device=options.device)
+        return cls(checkpoint=cls.given_weights(options), device=options.device)
 
     def fingerprint(self) -> dict:
         """The checkpoint; with one, also its sha256 and the package version that runs it."""
@@ -234,7 +314,10 @@ class OfficialEquiTabPFNSettings(UserWeightsSettings):
     (None: the cells are skipped), its sha256 (set by the method's ``prepare``), the context cap
     and the device. Only the one-member variant runs (the official one-member preprocessing)."""
 
-    weights_option = "official_checkpoint"
+    method = "equitabpfn-official"
+    user_weights = UserWeights("the authors' EquiTabPFN checkpoint as `equibench convert-official` wrote it",
+                               env="EQUIBENCH_OFFICIAL_CHECKPOINT")
+
     checkpoint: str | None = None
     checkpoint_sha256: str | None = None
     max_train_rows: int = MAX_TRAIN_ROWS
@@ -242,7 +325,7 @@ class OfficialEquiTabPFNSettings(UserWeightsSettings):
 
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(checkpoint=options.resolved_official_checkpoint(), max_train_rows=options.max_train_rows,
+        return cls(checkpoint=cls.given_weights(options), max_train_rows=options.max_train_rows,
                    device=options.device)
 
     def fingerprint(self) -> dict:
@@ -255,8 +338,12 @@ class OfficialEquiTabPFNSettings(UserWeightsSettings):
 
 # -- the baselines: TabZilla's defaults ------------------------------------------------------
 
+_RTDL = Requirement("rtdl_revisiting_models", "rtdl-revisiting-models")
+
 @dataclass(frozen=True)
 class XGBoostSettings(Settings):
+    requires = Requirement("xgboost", "xgboost-cpu")
+
     n_estimators: int = 1000
     early_stopping_rounds: int = 20  # on the validation fold
 
@@ -306,12 +393,16 @@ class MLPSettings(TorchSettings):
 
 @dataclass(frozen=True)
 class RtdlMLPSettings(TorchSettings):
+    requires = _RTDL
+
     layers: tuple[int, ...] = (128, 256, 128)
     dropout: float = 0.1
 
 
 @dataclass(frozen=True)
 class RtdlResNetSettings(TorchSettings):
+    requires = _RTDL
+
     n_blocks: int = 2
     d_block: int = 128
     d_hidden: int = 256
@@ -329,6 +420,8 @@ class STGSettings(TorchSettings):
 
 @dataclass(frozen=True)
 class TabNetSettings(TrainingSettings):
+    requires = Requirement("pytorch_tabnet", "pytorch-tabnet")
+
     lr: float = 0.02
     n_d: int = 24
     n_a: int = 24

@@ -1,5 +1,5 @@
 """TabICL (Qu et al.) through the ``tabicl`` package, with a checkpoint file the user supplies
-(``tabicl_checkpoint``, ``evaluate --tabicl-checkpoint FILE`` or ``EQUIBENCH_TABICL_CHECKPOINT``):
+(``weights={"tabicl": FILE}``, ``evaluate --weights tabicl=FILE`` or ``EQUIBENCH_TABICL_CHECKPOINT``):
 nothing is downloaded (``allow_auto_download=False``). Without a checkpoint the cells are
 skipped with the reason. TabICL handles any number of classes itself: beyond its network's
 ``max_classes`` it predicts through a hierarchy of classifiers (``support_many_classes``).
@@ -44,11 +44,11 @@ def _check_format(path: Path) -> None:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as error:
-        raise CheckpointError(f"tabicl_checkpoint {str(path)!r} is not a TabICL checkpoint: it "
+        raise CheckpointError(f"weights={{'tabicl': {str(path)!r}}} is not a TabICL checkpoint: it "
                               f"does not read as torch weights ({type(error).__name__}); {advice}") from None
     if not isinstance(checkpoint, dict) or not {"config", "state_dict"} <= set(checkpoint):
         found = sorted(map(str, checkpoint))[:5] if isinstance(checkpoint, dict) else type(checkpoint).__name__
-        raise CheckpointError(f"tabicl_checkpoint {str(path)!r} is not a TabICL checkpoint: it "
+        raise CheckpointError(f"weights={{'tabicl': {str(path)!r}}} is not a TabICL checkpoint: it "
                               f"holds {found}, not `config` and `state_dict`; {advice}")
 
 
@@ -68,9 +68,7 @@ class TabICLMethod(Method):
 
     def _checkpoint(self) -> Path:
         if not self.settings.checkpoint:
-            raise MethodUnavailableError(
-                "no weights: set tabicl_checkpoint (or EQUIBENCH_TABICL_CHECKPOINT) to a TabICL checkpoint file"
-            )
+            raise MethodUnavailableError(self.settings.no_weights())
         path = Path(self.settings.checkpoint)
         if not path.is_file():
             raise MethodUnavailableError(f"no weights: the TabICL checkpoint {str(path)!r} is not a file")
@@ -79,14 +77,14 @@ class TabICLMethod(Method):
     def provenance(self) -> dict:
         """The package version and the checkpoint (file name and sha256) this cell ran with."""
         path = self._checkpoint()  # unavailable (a skipped cell) even when a one-class fold needed no fit
-        with optional_import(self.name):
+        with optional_import(self.name, self.settings.requires):
             import tabicl  # noqa: F401
         return {"package": f"tabicl {metadata.version('tabicl')}",
                 "checkpoint": f"{path.name} (sha256 {self.settings.checkpoint_sha256})"}
 
     def _fit(self, X, y, X_val, y_val, n_seen):
         path = self._checkpoint()
-        with optional_import(self.name):
+        with optional_import(self.name, self.settings.requires):
             from tabicl import TabICLClassifier
         self.model_ = TabICLClassifier(
             n_estimators=self.settings.n_estimators, model_path=path, allow_auto_download=False,

@@ -35,7 +35,7 @@ def _logloss_metric():
     use (pytorch-tabnet is an optional package); reachable as ``tabnet.EquibenchLogLoss`` so
     fitted models pickle."""
     global _metric_class
-    with optional_import(TabNetMethod.name):
+    with optional_import(TabNetMethod.name, TabNetSettings.requires):
         from pytorch_tabnet.metrics import Metric as metric_base
     if _metric_class is None or not issubclass(_metric_class, metric_base):
 
@@ -78,7 +78,7 @@ class TabNetMethod(Method):
     settings: TabNetSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        with _quiet(), optional_import(self.name):  # its import warns about a deprecated scipy namespace
+        with _quiet(), optional_import(self.name, self.settings.requires):  # its import warns about a deprecated scipy namespace
             from pytorch_tabnet.tab_model import TabNetClassifier
         s = self.settings
         X, y, X_val, y_val = split_validation(X, y, X_val, y_val, self.seed)

@@ -1,12 +1,14 @@
 """TabPFN v1 and v2 (Hollmann et al.) through the ``tabpfn`` package, with weights the user
-supplies locally (``tabpfn_weights``, ``evaluate --tabpfn-weights DIR`` or ``EQUIBENCH_TABPFN_WEIGHTS``): nothing is
-downloaded. Without weights, or with the other major version of ``tabpfn`` installed, the
-cells are skipped with the reason. Both handle at most ``MAX_CLASSES`` classes natively;
-beyond, ECOC wraps single-member sub-models (ensemble size = ECOC redundancy, as for TabPFN*).
+supplies locally (``weights={"tabpfn-v2": DIR}``, ``evaluate --weights tabpfn-v2=DIR``, or for
+both versions ``EQUIBENCH_TABPFN_WEIGHTS``): nothing is downloaded. Without weights, or with the
+other major version of ``tabpfn`` installed, the cells are skipped with the reason. Both handle
+at most ``MAX_CLASSES`` classes natively; beyond, ECOC wraps single-member sub-models (ensemble
+size = ECOC redundancy, as for TabPFN*).
 
 Weights looked up in DIR:
     v1: DIR/models_diff/prior_diff_real_checkpoint_n_0_epoch_42.cpkt  (``pip install "tabpfn<2"``)
     v2: DIR/tabpfn-v2-classifier*.ckpt or *.cpkt                       (``pip install "tabpfn>=2"``)
+One folder may hold both.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ from __future__ import annotations
 from abc import abstractmethod
 from pathlib import Path
 
+from ..classifier.ecoc import ecoc_beyond
 from ..errors import MethodUnavailableError
 from .base import Method, optional_import
-from .ecoc import ecoc_beyond
-from .registry import method_spec
-from .settings import ExternalTabPFNSettings
+from .settings import ExternalTabPFNSettings, TabPFNv1Settings, TabPFNv2Settings
 
 #: The classes TabPFN v1 and v2 output (the packages' own limit, not a checkpoint's).
 MAX_CLASSES = 10
@@ -37,9 +38,7 @@ class _ExternalTabPFN(Method):
     def _weights(self) -> Path:
         directory = self.settings.tabpfn_weights
         if not directory:
-            raise MethodUnavailableError(
-                "no weights: set tabpfn_weights (or EQUIBENCH_TABPFN_WEIGHTS) to a folder with the TabPFN weights"
-            )
+            raise MethodUnavailableError(self.settings.no_weights())
         directory = Path(directory)
         path = directory / V1_WEIGHTS if self.major == 1 else _v2_weights(directory)
         if path is None or not path.is_file():
@@ -47,11 +46,11 @@ class _ExternalTabPFN(Method):
         return path
 
     def _package(self):
-        with optional_import(self.name):
+        with optional_import(self.name, self.settings.requires):
             import tabpfn
         installed = int(str(getattr(tabpfn, "__version__", "0")).split(".")[0] or 0)
         if (installed >= 2) != (self.major == 2):
-            pip = method_spec(self.name).requires.pip
+            pip = self.settings.requires.pip
             raise MethodUnavailableError(
                 f"{self.name} needs {pip!r} but tabpfn {tabpfn.__version__} is installed: pip install \"{pip}\""
             )
@@ -76,6 +75,7 @@ class _ExternalTabPFN(Method):
 class TabPFNv1Method(_ExternalTabPFN):
     name = "tabpfn-v1"
     major = 1
+    settings: TabPFNv1Settings
 
     def _network(self, n_estimators):
         weights = self._weights()
@@ -88,6 +88,7 @@ class TabPFNv1Method(_ExternalTabPFN):
 class TabPFNv2Method(_ExternalTabPFN):
     name = "tabpfn-v2"
     major = 2
+    settings: TabPFNv2Settings
 
     def _network(self, n_estimators):
         weights = self._weights()

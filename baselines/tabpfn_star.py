@@ -6,7 +6,9 @@ codebook rows that cover every class): see ``classifier_for``."""
 from __future__ import annotations
 
 from .pfn import PFNMethod
+from .settings import TabPFNStarSettings
 
 
 class TabPFNStarMethod(PFNMethod):
     name = "tabpfn-star"
+    settings: TabPFNStarSettings

@@ -14,7 +14,7 @@ class XGBoostMethod(Method):
     settings: XGBoostSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        with optional_import(self.name):
+        with optional_import(self.name, self.settings.requires):
             import xgboost
         validation = X_val is not None and len(np.unique(y_val)) >= 1
         self.model_ = xgboost.XGBClassifier(

@@ -1,36 +1,45 @@
-"""A newcomer's first hour, checked and timed: the README's three main commands, verbatim, in
-a fresh shallow clone, with a small offline OpenML cache.
+"""A newcomer's first hour, checked and timed: the README's commands, verbatim, in a fresh
+shallow clone, with a small offline OpenML cache.
 
     python benchmarks/first_hour.py --openml-cache CACHE [--tasks 7] [--record]
 
 The script clones this repository (``git clone --depth 1``, as the README says), copies the
 given tasks of CACHE (default: task 7, audiology, the smallest task of ``gt10``) into a fresh
-cache folder, and runs in the clone, exactly as written in the README:
+cache folder, and runs in the clone, exactly as the README writes them:
 
+    equibench evaluate --suite demo --folds 0 --out runs/demo-eval     (the main job)
+    equibench report --results runs/demo-eval --out runs/demo-eval/report
+    pytest                                                              (the tests)
     equibench pretrain
     equibench evaluate --suite gt10 --openml-cache <the small cache>
     equibench report
 
-It checks that each exits 0, that each prints what the README promises (pretrain: how to use
-the model; evaluate: the end-of-run summary, the tasks missing from the cache and the next
-command; report: the folders it read), and that no tracked file of the clone was modified.
-It prints the wall and CPU time of each command; ``--record`` adds them to
-docs/BENCHMARKS.md. The equibench that runs is the one installed in this Python (for the
-clone's own code, install it: ``.ci/run`` installs a clean clone from scratch).
+It checks that each is in the README verbatim, exits 0 and prints what the README promises
+(the main job: its summary and the README's report command as its hint; pytest: no failure;
+pretrain: hundreds of steps, its loss drop, how to use the model; evaluate: the tasks missing
+from the cache and the next command; report: the folders it read), and that no tracked file
+of the clone was modified. It prints each check and the wall and CPU time of each command;
+``--record`` adds them, with the test counts and the main job's cells, to docs/BENCHMARKS.md.
+The equibench that runs is the one installed in this Python (for the clone's own code,
+install it: ``.ci/run`` installs a clean clone from scratch).
 Exit status: 0 every check passed, 1 a check failed, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import os
 import platform
+import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -38,14 +47,16 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parents[1]
 #: The smallest task of gt10 (audiology: 226 rows, 24 classes): all methods and folds in minutes.
 DEFAULT_TASKS = ("7",)
+#: The quick start must train at least this many steps in its 5 minutes (on idle cores).
+MIN_QUICK_START_STEPS = 100
 
 
 @dataclass(frozen=True)
 class Step:
-    """One of the README's commands and what its output must contain."""
+    """One of the README's commands (``title``, verbatim), what runs, and what it must print."""
 
     title: str
-    arguments: tuple[str, ...]
+    argv: tuple[str, ...]
     expected: tuple[str, ...]
 
 
@@ -63,14 +74,27 @@ class StepResult:
         return [phrase for phrase in self.step.expected if phrase not in self.output]
 
 
+def _equibench(*arguments: str) -> tuple[str, ...]:
+    return (sys.executable, "-m", "equibench", *arguments)
+
+
+MAIN_JOB = "equibench evaluate --suite demo --folds 0 --out runs/demo-eval"
+MAIN_REPORT = "equibench report --results runs/demo-eval --out runs/demo-eval/report"
+
+
 def readme_steps(cache: Path) -> list[Step]:
-    """The README's three main commands, with the small cache as its ``--openml-cache DIR``."""
+    """The README's main job, its report, its tests and its three main commands, with the small
+    cache as ``--openml-cache DIR``."""
     return [
-        Step("equibench pretrain", ("pretrain",), ("EquiTabPFNClassifier(checkpoint=", "equibench score")),
+        Step(MAIN_JOB, _equibench(*MAIN_JOB.split()[1:]), ("equitabpfn", f"next: {MAIN_REPORT}")),
+        Step(MAIN_REPORT, _equibench(*MAIN_REPORT.split()[1:]), ("runs/demo-eval/report",)),
+        Step("pytest", (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"), (" passed",)),
+        Step("equibench pretrain", _equibench("pretrain"),
+             ("loss (fixed prior batches)", "EquiTabPFNClassifier(checkpoint=", "equibench score")),
         Step("equibench evaluate --suite gt10 --openml-cache DIR",
-             ("evaluate", "--suite", "gt10", "--openml-cache", str(cache)),
+             _equibench("evaluate", "--suite", "gt10", "--openml-cache", str(cache)),
              ("missing:", "equibench download", "next:", "equitabpfn")),
-        Step("equibench report", ("report",), ("results/demo", "results/gt10", "results/le10")),
+        Step("equibench report", _equibench("report"), ("results/demo", "results/gt10", "results/le10")),
     ]
 
 
@@ -106,8 +130,7 @@ def run_step(step: Step, clone: Path) -> StepResult:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     environment = {**os.environ, "COLUMNS": "120", "NO_COLOR": "1"}
-    completed = subprocess.run([sys.executable, "-m", "equibench", *step.arguments], cwd=clone, env=environment,
-                               capture_output=True, text=True)
+    completed = subprocess.run(step.argv, cwd=clone, env=environment, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -115,7 +138,7 @@ def run_step(step: Step, clone: Path) -> StepResult:
 
 
 def first_hour(openml_cache: Path, task_ids: tuple[str, ...], work_dir: Path, log=print) -> list[StepResult]:
-    """Clone, build the small cache, run the three commands; the results of each command."""
+    """Clone, build the small cache, run the commands; the results of each command."""
     clone = shallow_clone(REPOSITORY, work_dir / "clone")
     cache = small_cache(openml_cache, task_ids, work_dir / "openml-cache")
     results = []
@@ -125,16 +148,51 @@ def first_hour(openml_cache: Path, task_ids: tuple[str, ...], work_dir: Path, lo
     return results
 
 
-def problems(results: list[StepResult], clone: Path) -> list[str]:
-    """Every failed check, one line each."""
+def readme_states(readme: str, command: str) -> bool:
+    """Whether the README's text gives ``command`` whole: at a line start, after ``&&`` or in backticks."""
+    return re.search(rf"(^|&& |`){re.escape(command)}(\s|`|$)", readme, re.M) is not None
+
+
+def test_counts(output: str) -> dict[str, int]:
+    """pytest's closing counts, e.g. {"passed": 1028, "skipped": 12, "xfailed": 4}."""
+    summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed)", line)]
+    return {kind: int(count) for count, kind in re.findall(r"(\d+) (\w+)", summary[-1])} if summary else {}
+
+
+def quick_start_steps(clone: Path) -> int:
+    """The steps the quick start's run folder logged."""
+    log_file = clone / "runs" / "pretrain-equitabpfn" / "log.jsonl"
+    if not log_file.is_file():
+        return 0
+    records = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+    return max((r["step"] for r in records if r.get("kind") == "step"), default=0)
+
+
+def checks(results: list[StepResult], clone: Path) -> list[tuple[str, bool, str]]:
+    """Every check as (what, passed, detail)."""
+    readme = (clone / "README.md").read_text(encoding="utf-8")
     found = []
     for result in results:
-        if result.exit_code != 0:
-            found.append(f"{result.step.title}: exit {result.exit_code}\n{result.output[-3000:]}")
-        for phrase in result.missing:
-            found.append(f"{result.step.title}: did not print {phrase!r}")
-    found.extend(f"tracked file modified: {line}" for line in tracked_changes(clone))
+        title = result.step.title
+        found.append((f"README states `{title}`", readme_states(readme, title), ""))
+        found.append((f"`{title}` exits 0", result.exit_code == 0,
+                      "" if result.exit_code == 0 else f"exit {result.exit_code}\n{result.output[-3000:]}"))
+        found.extend((f"`{title}` prints {phrase!r}", phrase not in result.missing, "") for phrase in result.step.expected)
+        if title == "pytest":
+            counts = test_counts(result.output)
+            found.append(("no test failed", counts.get("passed", 0) > 0 and not counts.get("failed")
+                          and not counts.get("error") and not counts.get("errors"), str(counts)))
+    steps = quick_start_steps(clone)
+    found.append((f"the quick start trained at least {MIN_QUICK_START_STEPS} steps", steps >= MIN_QUICK_START_STEPS,
+                  f"{steps} steps"))
+    changed = tracked_changes(clone)
+    found.append(("no tracked file modified", not changed, "; ".join(changed)))
     return found
+
+
+def problems(results: list[StepResult], clone: Path) -> list[str]:
+    """Every failed check, one line each."""
+    return [f"{what}: {detail}" if detail else what for what, passed, detail in checks(results, clone) if not passed]
 
 
 def table(results: list[StepResult]) -> str:
@@ -143,7 +201,7 @@ def table(results: list[StepResult]) -> str:
         lines.append(f"| `{result.step.title}` | {result.exit_code} | {_minutes(result.wall_s)} | {_minutes(result.cpu_s)} |")
     total_wall = sum(r.wall_s for r in results)
     total_cpu = sum(r.cpu_s for r in results)
-    lines.append(f"| all three | | {_minutes(total_wall)} | {_minutes(total_cpu)} |")
+    lines.append(f"| all {len(results)} | | {_minutes(total_wall)} | {_minutes(total_cpu)} |")
     return "\n".join(lines)
 
 
@@ -151,19 +209,34 @@ def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
 
 
-def record(results: list[StepResult], task_ids: tuple[str, ...]) -> None:
-    """Add this run's table to docs/BENCHMARKS.md under "The first hour"."""
+def main_job_cells(clone: Path) -> dict[str, int]:
+    """The main job's cells by status, from its results.csv."""
+    path = clone / "runs" / "demo-eval" / "results.csv"
+    if not path.is_file():
+        return {}
+    with path.open(newline="") as file:
+        return dict(Counter(row["status"] for row in csv.DictReader(file)))
+
+
+def record(results: list[StepResult], task_ids: tuple[str, ...], clone: Path) -> None:
+    """Add this run's table, test counts and main-job cells to docs/BENCHMARKS.md under "The first hour"."""
     path = REPOSITORY / "docs" / "BENCHMARKS.md"
     load = os.getloadavg()[0]
+    tests = next((test_counts(r.output) for r in results if r.step.title == "pytest"), {})
+    cells = main_job_cells(clone)
     entry = (
         f"\n### {date.today().isoformat()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
         f"(load average {load:.1f} at the end)\n\n"
-        f"`python benchmarks/first_hour.py --openml-cache CACHE --tasks {','.join(task_ids)}`: a shallow clone, "
-        f"a cache of task(s) {', '.join(task_ids)}, the README's three commands verbatim.\n\n{table(results)}\n"
+        f"`python benchmarks/first_hour.py --openml-cache CACHE --tasks {','.join(task_ids)} --record`: a shallow "
+        f"clone, a cache of task(s) {', '.join(task_ids)}, the README's commands verbatim; every check passed.\n\n"
+        f"{table(results)}\n\n"
+        f"- main job: {sum(cells.values())} cells ({', '.join(f'{n} {status}' for status, n in sorted(cells.items()))})\n"
+        f"- tests: {', '.join(f'{n} {kind}' for kind, n in tests.items())}\n"
+        f"- quick start: {quick_start_steps(clone)} steps\n"
     )
     heading = "## The first hour (`benchmarks/first_hour.py`)"
     if heading not in path.read_text(encoding="utf-8"):
-        entry = f"\n{heading}\n\nThe README's three main commands, verbatim, in a fresh clone (checked: exit codes, " \
+        entry = f"\n{heading}\n\nThe README's commands, verbatim, in a fresh clone (checked: exit codes, " \
                 f"what each prints, no tracked file modified).\n{entry}"
     with path.open("a", encoding="utf-8") as file:
         file.write(entry)
@@ -184,12 +257,16 @@ def main(argv: list[str] | None = None) -> int:
         work_dir = args.work_dir or Path(temporary)
         results = first_hour(args.openml_cache, task_ids, work_dir)
         print(table(results))
-        found = problems(results, work_dir / "clone")
-    for line in found:
-        print(f"check failed: {line}", file=sys.stderr)
-    if not found and args.record:
-        record(results, task_ids)
-    return 1 if found else 0
+        clone = work_dir / "clone"
+        found = checks(results, clone)
+        for what, passed, detail in found:
+            print(f"{'ok    ' if passed else 'FAILED'} {what}" + (f" ({detail})" if detail and passed else ""))
+        failed = [(what, detail) for what, passed, detail in found if not passed]
+        for what, detail in failed:
+            print(f"check failed: {what}" + (f": {detail}" if detail else ""), file=sys.stderr)
+        if not failed and args.record:
+            record(results, task_ids, clone)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

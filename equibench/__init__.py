@@ -17,7 +17,7 @@ _LAZY = {
     "PretrainingLimitWarning": "classifier",
     "classifier_for": "classifier",
     "evaluate_frame": "evaluate",
-    "ECOCClassifier": "baselines.ecoc",
+    "ECOCClassifier": "classifier.ecoc",
 }
 
 

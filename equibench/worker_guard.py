@@ -2,7 +2,13 @@
 
 A killed `equibench evaluate` or `pretrain` (SIGKILL, an OOM kill) cannot stop its workers
 (evaluate's cells, the prior's batches drawn ahead), and a worker waiting for its next task
-would wait for good; so each worker watches its parent and exits when the parent is gone.
+would wait for good. Neither loky's pool (which equibench uses) nor ``concurrent.futures``'
+stops its workers then: with their parent SIGKILLed, two workers of either (one busy, one
+idle) and the pool's resource tracker were all still running 20 s later. So each worker
+watches its parent and exits when the parent is gone (within ``POLL_S``; the resource
+tracker follows when the last worker is gone). A thread polling ``os.getppid()`` is the
+portable way; Linux's ``PR_SET_PDEATHSIG`` would fire when the *thread* that started the
+worker ends, and loky starts replacement workers from its own threads.
 Ctrl-C reaches the whole process group: workers ignore it and the parent stops them (see
 evaluate.backends.LocalBackend, pretrain.prefetch).
 """

@@ -1,37 +1,19 @@
 """EquiTabPFN and TabPFN* networks, their configuration and checkpoint format."""
 
-from .checkpoint import (
-    CheckpointError,
-    ModelCard,
-    build_model,
-    count_parameters,
-    default_checkpoint,
-    load_checkpoint,
-    packaged_checkpoints,
-    read_card,
-    save_checkpoint,
-)
-from .config import ARCHITECTURES, F_MAX, SIZES, TABPFN_STAR_MAX_CLASSES, ModelConfig, size_config
-from .equitabpfn import EquiTabPFN
-from .tabpfn_star import TabPFNStar, TooManyClassesError
+from .._lazy import lazy_exports
 
-__all__ = [
-    "ARCHITECTURES",
-    "F_MAX",
-    "SIZES",
-    "TABPFN_STAR_MAX_CLASSES",
-    "CheckpointError",
-    "EquiTabPFN",
-    "ModelCard",
-    "ModelConfig",
-    "TabPFNStar",
-    "TooManyClassesError",
-    "build_model",
-    "count_parameters",
-    "default_checkpoint",
-    "load_checkpoint",
-    "packaged_checkpoints",
-    "read_card",
-    "save_checkpoint",
-    "size_config",
-]
+# Loaded on first use: ``equibench.model.config`` (sizes, ModelConfig) imports without torch.
+_LAZY = {
+    "CheckpointError": "checkpoint", "ModelCard": "checkpoint", "build_model": "checkpoint",
+    "count_parameters": "checkpoint", "default_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
+    "packaged_checkpoints": "checkpoint", "read_card": "checkpoint", "save_checkpoint": "checkpoint",
+    "ARCHITECTURES": "config", "F_MAX": "config", "SIZES": "config", "TABPFN_STAR_MAX_CLASSES": "config",
+    "ModelConfig": "config", "size_config": "config",
+    "EquiTabPFN": "equitabpfn", "TabularPFN": "network", "TabPFNStar": "tabpfn_star",
+    "TooManyClassesError": "tabpfn_star",
+}
+
+__all__ = sorted(_LAZY)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

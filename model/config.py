@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from ..errors import InvalidInputError
@@ -12,6 +13,10 @@ F_MAX = 100
 TABPFN_STAR_MAX_CLASSES = 10
 
 ARCHITECTURES = ("equitabpfn", "tabpfn-star")
+#: ``ModelConfig.missing_indicator``: equibench's own, or the authors' released network's.
+MISSING_INDICATORS = ("codes", "standardised")
+#: What the authors' released EquiTabPFN computes differently from equibench's default.
+RELEASED_NETWORK = {"missing_indicator": "standardised", "decoder_norm_eps": 1.0}
 
 
 @dataclass(frozen=True)
@@ -35,11 +40,14 @@ class ModelConfig:
     norm_first: bool = False
     #: RMS-normalise queries and keys per head before every attention (QK-norm).
     qk_norm: bool = False
-    #: EquiTabPFN only: compute what the authors' released network computes (see
-    #: docs/OFFICIAL_CHECKPOINT.md): its missing-value indicator (-1 NaN, +1 +inf, +2 -inf,
-    #: standardised over the train and test rows of each call; +-inf kept as +-float max) and
-    #: its decoder LayerNorm (eps 1.0).
-    official: bool = False
+    #: EquiTabPFN only: how missing values reach the covariate encoder. "codes": per cell, 1 for
+    #: NaN, +-2 for +-inf, values 0 there. "standardised" (the authors' released network, see
+    #: docs/OFFICIAL_CHECKPOINT.md): codes -1 NaN, +1 +inf, +2 -inf standardised over the train
+    #: and test rows of each call, +-inf kept as +-float max; a cached train side then cannot
+    #: serve test rows with NaN or inf.
+    missing_indicator: str = "codes"
+    #: EquiTabPFN only: the epsilon of the decoder's LayerNorm (the released network's is 1.0).
+    decoder_norm_eps: float = 1e-5
     #: EquiTabPFN only: class tokens per row are max(min_class_slots, K); the extra "ghost"
     #: classes (all-zero one-hot) take part in attention and in the decoder's scale, and are
     #: dropped from the output. 1: no ghost classes; the official checkpoint uses 10.
@@ -51,6 +59,13 @@ class ModelConfig:
             if f.type == "bool":
                 if not isinstance(value, bool):
                     raise InvalidInputError(f"ModelConfig.{f.name} must be true or false, got {value!r}")
+            elif f.type == "str":
+                if value not in MISSING_INDICATORS:
+                    raise InvalidInputError(f"ModelConfig.{f.name} must be one of {list(MISSING_INDICATORS)}, "
+                                            f"got {value!r}")
+            elif f.type == "float":
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+                    raise InvalidInputError(f"ModelConfig.{f.name} must be a positive number, got {value!r}")
             elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"ModelConfig.{f.name} must be a positive integer, got {value!r}")
         if self.d_model % self.n_heads:
@@ -61,8 +76,22 @@ class ModelConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def computes_released_network(self) -> bool:
+        """Whether it computes what the authors' released EquiTabPFN computes (the settings
+        ``equibench convert-official`` writes: :data:`RELEASED_NETWORK`)."""
+        return all(getattr(self, name) == value for name, value in RELEASED_NETWORK.items())
+
     @classmethod
     def from_dict(cls, data: dict) -> ModelConfig:
+        """The configuration a checkpoint stores; the ``official`` flag of earlier files reads as
+        the behaviours it switched (:data:`RELEASED_NETWORK` when true)."""
+        data = dict(data)
+        if "official" in data:
+            official = data.pop("official")
+            if not isinstance(official, bool):
+                raise InvalidInputError(f"ModelConfig.official must be true or false, got {official!r}")
+            data.update(RELEASED_NETWORK if official else {})
         return dataclass_from_dict(cls, data)
 
 

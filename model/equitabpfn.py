@@ -16,6 +16,7 @@ from .layers import (
     missing_indicator_features,
     official_missing_indicator_features,
 )
+from .network import TabularPFN
 
 
 class EquiTabPFNLayer(nn.Module):
@@ -32,7 +33,7 @@ class EquiTabPFNLayer(nn.Module):
         return self.datapoints(self.components(tokens), n_train)
 
 
-class EquiTabPFN(nn.Module):
+class EquiTabPFN(TabularPFN):
     """Covariate token + one token per class component per row, L bi-attention layers and
     the non-parametric equivariant decoder. Works for any number of classes K >= 1.
 
@@ -52,7 +53,7 @@ class EquiTabPFN(nn.Module):
         self.prediction_token = nn.Parameter(torch.randn(d) * 0.02)
         self.layers = nn.ModuleList(EquiTabPFNLayer(config) for _ in range(config.n_layers))
         self.final_norm = nn.LayerNorm(d) if config.norm_first else nn.Identity()
-        self.decoder = EquivariantDecoder(config.decoder_hidden, eps=1.0 if config.official else 1e-5)
+        self.decoder = EquivariantDecoder(config.decoder_hidden, eps=config.decoder_norm_eps)
 
     def forward(
         self,
@@ -162,11 +163,15 @@ class EquiTabPFN(nn.Module):
         slots = self.class_slots(n_classes)
         y_onehot = self._onehot(y_train, slots)  # (B, N, S)
         tokens = y_onehot.new_empty(batch, n_train + x_test.shape[1], 1 + slots, self.config.d_model)
-        rows = torch.cat([x_train, x_test], dim=1) if self.config.official else None  # the indicator's rows
+        rows = torch.cat([x_train, x_test], dim=1) if self._standardised_indicator else None  # the indicator's rows
         self._tokens(x_train, y_onehot, slots, plan, out=tokens[:, :n_train], rows=rows)
         self._tokens(x_test, None, slots, plan, out=tokens[:, n_train:], rows=rows)
         tokens, _ = self._layers_chunked(tokens, plan, n_train)
         return tokens, y_onehot
+
+    @property
+    def _standardised_indicator(self) -> bool:
+        return self.config.missing_indicator == "standardised"
 
     def _onehot(self, y_train: torch.Tensor, n_classes: int) -> torch.Tensor:
         return F.one_hot(y_train, n_classes).to(self.covariate_encoder.weight.dtype)
@@ -174,16 +179,16 @@ class EquiTabPFN(nn.Module):
     def _features(self, x: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """The covariate encoder's input for x (B, R, F): (B, R, 2*f_max); the official
         indicator is standardised over ``rows`` (default: x's own rows)."""
-        if self.config.official:
+        if self._standardised_indicator:
             return official_missing_indicator_features(x, self.config.f_max, rows)
         return missing_indicator_features(x, self.config.f_max)
 
     def _check_cacheable(self, x: torch.Tensor) -> None:
-        """Refuse non-finite inputs to the cached pieces of an official network: its indicator
-        is standardised over the train and test rows of one call, which a cache cannot know."""
-        if self.config.official and not torch.isfinite(x).all():
+        """Refuse non-finite inputs to the cached pieces of a network whose indicator is
+        standardised over the train and test rows of one call, which a cache cannot know."""
+        if self._standardised_indicator and not torch.isfinite(x).all():
             raise InvalidInputError(
-                "this official EquiTabPFN network standardises its missing-value indicator over the train and test "
+                "this EquiTabPFN network (the authors' released one) standardises its missing-value indicator over the train and test "
                 "rows of each call, so a cached train side cannot serve rows with NaN or inf: use "
                 "fit_mode='low_memory' (the classifier) or forward_chunked"
             )

@@ -10,9 +10,10 @@ from ..errors import TooManyClassesError
 from .config import ModelConfig
 from .inference import ChunkPlan, Context, datapoints_chunked
 from .layers import DatapointAttentionBlock, missing_indicator_features
+from .network import TabularPFN
 
 
-class TabPFNStar(nn.Module):
+class TabPFNStar(TabularPFN):
     """One token per row: x-embedding plus (train rows) a dense embedding of the
     ``max_classes``-slot one-hot target; 2 * n_layers datapoint-attention blocks (the same
     block count as EquiTabPFN, hence comparable parameters); MLP decoder to

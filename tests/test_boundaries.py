@@ -20,7 +20,7 @@ GRID = 6
 @pytest.fixture
 def config(tiny_equi_path, tiny_star_path, monkeypatch):
     monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
-    options = MethodOptions(equitabpfn_checkpoint=str(tiny_equi_path), tabpfn_star_checkpoint=str(tiny_star_path))
+    options = MethodOptions(weights={"equitabpfn": str(tiny_equi_path), "tabpfn-star": str(tiny_star_path)})
     return BoundaryConfig(methods=("equitabpfn", "tabpfn-v1", "knn"), samples=40, grid=GRID, options=options)
 
 
@@ -42,7 +42,7 @@ def test_panels_and_the_skipped_method_with_its_reason(config):
             probability = result.probabilities[dataset, method]
             assert probability.shape == (GRID, GRID) and ((0 <= probability) & (probability <= 1)).all()
             assert 0 <= result.accuracy[dataset, method] <= 1
-    assert "Not shown: TabPFNv1 (no weights: set tabpfn_weights" in caption(result)
+    assert "Not shown: TabPFNv1 (no weights: pass weights={'tabpfn-v1': DIR} or set EQUIBENCH_TABPFN_WEIGHTS" in caption(result)
     assert "ECOC" not in caption(result)  # two-class data: the note on more than 10 classes does not apply
     table = result.table()
     assert len(table) == 3 * 3 and set(table[table.status == "skipped"].method) == {"tabpfn-v1"}
@@ -89,7 +89,8 @@ def test_the_command_prints_the_accuracies_and_the_caption(tmp_path, monkeypatch
     result = CliRunner().invoke(app, ["boundaries", "--out", str(tmp_path), "--methods", "knn,tabpfn-v2", "--grid",
                                       str(GRID), "--samples", "40", "--no-progress"], terminal_width=400)
     assert result.exit_code == 0, result.output
-    assert "Not shown: TabPFNv2 (no weights" in result.stdout and "skipped" in result.stdout
+    assert "Not shown: TabPFNv2 (no weights: pass --weights tabpfn-v2=DIR or set EQUIBENCH_TABPFN_WEIGHTS" in result.stdout
+    assert "skipped" in result.stdout
     assert (tmp_path / "decision-boundaries.pdf").is_file()
     bad = CliRunner().invoke(app, ["boundaries", "--out", str(tmp_path), "--grid", "1"])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: --grid needs at least 2 points per side")

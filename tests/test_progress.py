@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 from rich.console import Console
 from typer.testing import CliRunner
@@ -43,3 +44,8 @@ def test_evaluate_writes_progress_lines_to_a_log(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "evaluate demo: 1/6 done, ok 1, skipped 0, failed 0" in result.stderr
     assert "evaluate demo: 6/6 done" in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("evaluate demo: ")]
+    finished = [line for line in lines if not line.startswith("evaluate demo: 0/6 done")]
+    clock = r"(\d+ days?, )?\d+:\d\d:\d\d"
+    assert finished and all(re.search(rf", elapsed {clock}, ETA {clock}$", line) for line in finished)
+    assert lines[-1].startswith("evaluate demo: 6/6 done") and lines[-1].endswith("ETA 0:00:00")

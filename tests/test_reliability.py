@@ -39,7 +39,7 @@ from equibench.tasks.openml import working_cache
 from equibench.tasks.suites import load_suite
 
 DATA = Path(__file__).parent / "data"
-TINY = dict(equitabpfn_checkpoint=str(DATA / "tiny-equitabpfn.pt"), tabpfn_star_checkpoint=str(DATA / "tiny-tabpfn-star.pt"))
+TINY = dict(weights={"equitabpfn": str(DATA / "tiny-equitabpfn.pt"), "tabpfn-star": str(DATA / "tiny-tabpfn-star.pt")})
 QUICK = EvaluateConfig(suite="demo", methods=("knn",), folds=(0,), **TINY)  # 6 cells, about a second
 PRIOR = PriorConfig(rows=96)
 
@@ -309,7 +309,7 @@ def test_7_truncated_emptied_or_deleted_probabilities_are_recomputed(tmp_path, q
     assert store.damaged[probas[2].stem].endswith("is missing")
     assert len(evaluate(QUICK, out, dry_run=True, progress=False).pending) == 3
     result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0", "--out",
-                                      str(out), "--no-progress", *sum((["--" + k.replace("_", "-"), v] for k, v in TINY.items()), [])])
+                                      str(out), "--no-progress", *sum((["--weights", f"{k}={v}"] for k, v in TINY["weights"].items()), [])])
     assert result.exit_code == 0 and "3 stored cells were damaged and were recomputed" in result.output
     assert "this run: 3 ok" in result.output
     for path in probas[:3]:
@@ -604,11 +604,14 @@ def test_13_an_unwritable_out_is_one_line_naming_the_file(tmp_path, monkeypatch)
     assert "Permission denied: '" in _clean_error(result) and "choose a folder you can write to" in result.output
 
 
-@pytest.mark.parametrize("value, message", [("", "the equitabpfn checkpoint is empty"), ("DIR", "is a folder, not a file")])
-def test_14_evaluate_checkpoint_options_that_are_not_files(tmp_path, value, message):
-    value = str(tmp_path) if value == "DIR" else value
+@pytest.mark.parametrize("flag, value, message", [
+    ("--weights", "equitabpfn=", "--weights takes METHOD=PATH, got 'equitabpfn='"),
+    ("--weights", "equitabpfn=DIR", "is a folder, not a file"),
+])
+def test_14_evaluate_checkpoint_options_that_are_not_files(tmp_path, flag, value, message):
+    value = value.replace("DIR", str(tmp_path))
     result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--out", str(tmp_path / "o"),
-                                      "--equitabpfn-checkpoint", value])
+                                      flag, value])
     assert message in _clean_error(result) and not (tmp_path / "o").exists()
 
 

@@ -11,9 +11,9 @@ that pickles and OpenML flows name them ``equibench.classifier.<class>``.
 
 from __future__ import annotations
 
-from ..baselines.ecoc import ecoc_beyond
 from ..errors import CheckpointError
 from .checkpoints import shared_network
+from .ecoc import ecoc_beyond
 from .estimator import DEFAULT_RANDOM_STATE, PFNClassifier, PretrainingLimitWarning
 from .local_context import uses_local_context
 

@@ -16,7 +16,7 @@ from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
-from ..baselines.settings import MAX_TRAIN_ROWS
+from ..context_rules import MAX_TRAIN_ROWS
 from ..devices import resolve_device, resolve_precision
 from ..errors import InvalidInputError, TooManyClassesError
 from ..frames import as_pandas

@@ -19,7 +19,7 @@ from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.metrics import pairwise_distances_argmin
 from sklearn.neighbors import NearestNeighbors
 
-from ..baselines.settings import CONTEXTS  # noqa: F401 - the classifiers' ``context`` values, defined once
+from ..context_rules import CONTEXTS  # noqa: F401 - the classifiers' ``context`` values, defined once
 
 # ``context`` (CONTEXTS, defined beside the run options, which take the same names): "auto" =
 # "local" above ``max_train_rows`` training rows, "subsample" up to it; "subsample" = one

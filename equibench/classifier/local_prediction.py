@@ -4,7 +4,7 @@ own context, the union of its rows' nearest training rows (see :mod:`.local_cont
 A group's context holds only some of the classes. EquiTabPFN runs on those classes alone and
 gives the others probability 0: by its equivariance this is exactly the network on the local
 rows with their classes numbered 0..k-1. TabPFN* does the same up to its class limit and uses
-error-correcting output codes (as :class:`~equibench.baselines.ecoc.ECOCClassifier` does)
+error-correcting output codes (as :class:`~equibench.classifier.ecoc.ECOCClassifier` does)
 within a context that holds more classes. Each *run* (a member, or a codebook row) fits its
 feature transform on the context's rows, as a classifier fitted on those rows alone would.
 
@@ -24,9 +24,9 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ..baselines.ecoc import draw_codebook, min_hamming_distance
 from ..errors import InvalidInputError
 from ..preprocessing import MemberSpec, MemberTransform
+from .ecoc import draw_codebook, min_hamming_distance
 from .local_context import Group, cluster_contexts, plan_groups, route_to_clusters
 from .official_preprocessing import OfficialTransform
 from .prediction import combine_members, test_batches

@@ -16,9 +16,8 @@ import typer
 from .. import __version__
 from . import conversion, evaluation, reporting, scoring, training
 from .failures import Command, CommandGroup
-from .training import FEATURE_COUNT_NAMES, SCHEDULE_NAMES, SIZE_NAMES
 
-__all__ = ["FEATURE_COUNT_NAMES", "SCHEDULE_NAMES", "SIZE_NAMES", "app"]
+__all__ = ["app"]
 
 app = typer.Typer(
     cls=CommandGroup,

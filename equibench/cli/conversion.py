@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -37,5 +38,5 @@ def convert_official(
         highlight=False)
     output.console.print("the weights are the EquiTabPFN authors': check their licence before using or sharing this "
                          "file (docs/OFFICIAL_CHECKPOINT.md)", highlight=False)
-    output.console.print(f"next: equibench evaluate --suite gt10 --methods equitabpfn-official --official-checkpoint "
-                         f"{escape(str(path))}", highlight=False)
+    output.console.print(f"next: equibench evaluate --suite gt10 --methods equitabpfn-official --weights "
+                         f"{escape(shlex.quote(f'equitabpfn-official={path}'))}", highlight=False)

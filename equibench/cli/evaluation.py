@@ -16,7 +16,7 @@ from ..errors import InvalidInputError
 from . import output
 from .completion import complete_methods, complete_suite
 from .failures import with_flags
-from .options import JsonOption, int_list
+from .options import JsonOption, OldCheckpointFlag, OldPathFlag, WeightsOption, int_list, weights_map
 
 
 @contextlib.contextmanager
@@ -58,11 +58,7 @@ def evaluate(
     jobs: Annotated[Optional[int], typer.Option(help="Cells run in parallel worker processes on this machine (default: its cores / --threads-per-cell, or 1 with a --device other than cpu; 1 runs them in this process).", show_default=False)] = None,
     scheduler: Annotated[Optional[str], typer.Option(envvar="EQUIBENCH_SCHEDULER", help="Run the cells on a Dask cluster: its scheduler address (tcp://host:8786), a scheduler file (.json), or local:N for N worker processes here. See docs/DISTRIBUTED.md.")] = None,
     openml_cache: Annotated[Optional[Path], typer.Option(help="Your OpenML cache folder, in openml's layout (copied, never modified; fill one with `equibench download`); default $OPENML_CACHE_DIR, else openml's own cache.", show_default=False)] = None,
-    tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS. Without, their cells are skipped.")] = None,
-    tabicl_checkpoint: Annotated[Optional[Path], typer.Option(help="TabICL checkpoint file (the tabicl package's format, e.g. tabicl-classifier-v2-20260212.ckpt); default $EQUIBENCH_TABICL_CHECKPOINT. Without, its cells are skipped; never downloaded.", show_default=False)] = None,
-    official_checkpoint: Annotated[Optional[Path], typer.Option(help="The authors' EquiTabPFN checkpoint as `equibench convert-official` wrote it (method equitabpfn-official); default $EQUIBENCH_OFFICIAL_CHECKPOINT. Without, its cells are skipped.", show_default=False)] = None,
-    equitabpfn_checkpoint: Annotated[str, typer.Option(help="EquiTabPFN checkpoint file, or `default` (the packaged one).")] = "default",
-    tabpfn_star_checkpoint: Annotated[str, typer.Option(help="TabPFN* checkpoint file, or `default`.")] = "default",
+    weights: WeightsOption = None,
     seed: Annotated[int, typer.Option(help="Seed of every method and of the preprocessing.")] = 0,
     device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
     threads_per_cell: Annotated[int, typer.Option(help="Torch and BLAS threads of every cell, whatever --jobs or --scheduler: threads change the numbers, so this is a run setting like --seed.")] = 1,
@@ -70,6 +66,11 @@ def evaluate(
     rerun_changed: Annotated[bool, typer.Option(help="Replace stored cells of methods whose settings (checkpoint, weights) changed; all cells if --threads-per-cell changed.")] = False,
     allow_failures: Annotated[bool, typer.Option(help="Exit 0 even when cells of this run failed (they are stored as failed rows either way).")] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    tabpfn_weights: OldPathFlag = None,
+    tabicl_checkpoint: OldPathFlag = None,
+    official_checkpoint: OldPathFlag = None,
+    equitabpfn_checkpoint: OldCheckpointFlag = None,
+    tabpfn_star_checkpoint: OldCheckpointFlag = None,
 ) -> None:
     """Evaluate methods on every task and fold of a suite; rerun the same command to resume.
 
@@ -85,11 +86,10 @@ def evaluate(
         suite=suite, methods=_method_list(methods), folds=None if folds is None else int_list(folds, "--folds"),
         ensembles=int_list(ensembles, "--ensembles"), contexts=_context_list(contexts), seed=seed,
         openml_cache=None if openml_cache is None else str(openml_cache),
-        tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
-        tabicl_checkpoint=None if tabicl_checkpoint is None else str(tabicl_checkpoint),
-        official_checkpoint=None if official_checkpoint is None else str(official_checkpoint),
-        equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
-        threads_per_cell=threads_per_cell,
+        weights=weights_map(weights, tabpfn_weights=tabpfn_weights, tabicl_checkpoint=tabicl_checkpoint,
+                            official_checkpoint=official_checkpoint, equitabpfn_checkpoint=equitabpfn_checkpoint,
+                            tabpfn_star_checkpoint=tabpfn_star_checkpoint),
+        device=device, threads_per_cell=threads_per_cell,
     )
     out = out or default_out(suite)
     check_backend_options(jobs, scheduler)
@@ -251,17 +251,35 @@ def download(
 def methods_data() -> list[dict]:
     """What `equibench methods` reports, as plain data."""
     from ..baselines.registry import METHODS
+    from ..baselines.settings import MethodOptions
 
     rows = []
     for spec in METHODS.values():
         missing = spec.requires is not None and not spec.requires.installed()
+        # a method that runs only with the user's weights is ready when its environment variable gives them
+        weights_given = spec.needs_weights and spec.settings.given_weights(MethodOptions()) is not None
         rows.append({
             "method": spec.name, "label": spec.label, "variants": "ensemble sizes" if spec.ensembles else "default",
-            "ready": not missing, "install": f"pip install \"{spec.requires.pip}\"" if missing else None,
-            "needs_weights": spec.needs_weights,
-            "weights_option": "--" + spec.settings.weights_option.replace("_", "-") if spec.needs_weights else None,
+            "ready": not missing and (not spec.needs_weights or weights_given),
+            "install": f"pip install \"{spec.requires.pip}\"" if missing else None,
+            "needs_weights": spec.needs_weights, "weights_given": weights_given,
+            "weights_option": f"--weights {spec.name}={spec.weights.metavar}" if spec.weights else None,
+            "weights_env": spec.weights.env if spec.weights else None,
         })
     return rows
+
+
+def _method_status(row: dict) -> str:
+    """A method's line in `equibench methods`: ready, or what it still needs (its cells are
+    skipped until then); for a method run on the user's weights, where those come from."""
+    needs = [escape(row["install"])] if row["install"] else []
+    if row["needs_weights"] and not row["weights_given"]:
+        env = f" (or ${row['weights_env']})" if row["weights_env"] else ""
+        needs.append(f"{row['weights_option']}{env}")
+    if needs:
+        return f"[yellow]needs {' and '.join(needs)}[/yellow]: its cells are skipped"
+    given = f", weights from ${row['weights_env']}" if row["needs_weights"] else ""
+    return f"[green]ready[/green]{given}"
 
 
 def methods(as_json: JsonOption = False) -> None:
@@ -272,10 +290,7 @@ def methods(as_json: JsonOption = False) -> None:
         return
     table = output.table("method", "label", "variants", "status")
     for row in rows:
-        status = f"[yellow]needs {escape(row['install'])}[/yellow]" if row["install"] else "[green]ready[/green]"
-        if row["needs_weights"]:
-            status += f" (and {row['weights_option']})"
-        table.add_row(row["method"], row["label"], row["variants"], status)
+        table.add_row(row["method"], row["label"], row["variants"], _method_status(row))
     output.console.print(table)
 
 

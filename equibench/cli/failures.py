@@ -52,7 +52,8 @@ def with_flags(text: str, command) -> str:
     """``text`` with the library parameters that are options of ``command`` written as its
     flags: ``name=True`` and ``name=False`` of a flag anywhere ("pass resume=True" -> "pass
     --resume", "--no-resume" where the flag has that form), ``name=value`` of any option
-    anywhere (Python's quotes dropped: "device='cpu'" -> "--device=cpu"), a config field
+    anywhere (Python's quotes dropped: "device='cpu'" -> "--device=cpu"), one entry of a mapping
+    option ("weights={'tabicl': 'x.ckpt'}" -> "--weights tabicl=x.ckpt"), a config field
     (``PriorConfig.max_classes`` -> ``--max-classes``), ``name_with_underscores`` anywhere, and a
     one-word name only where it opens the message ("jobs must be ..." -> "--jobs must be ...").
     ``command`` is the (click) command that ran, or None."""
@@ -70,6 +71,9 @@ def with_flags(text: str, command) -> str:
     if not flags:
         return text
     every = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True))
+    text = re.sub(rf"(?<![\w./\\-])({every})=\{{'([^']+)': (?:'([^']*)'|(\w+))\}}",
+                  lambda match: f"{flags[match.group(1)]} {match.group(2)}={match.group(3) or match.group(4) or ''}",
+                  text)
     text = re.sub(rf"(?<![\w./\\-])({every})=(?:'([^'\s]*)'|\"([^\"\s]*)\"|(?=[\w.:/-]))",
                   lambda match: f"{flags[match.group(1)]}={match.group(2) or match.group(3) or ''}", text)
     text = re.sub(rf"\b[A-Z]\w*Config\.({every})\b(?![\w/\\-]|\.\w)", lambda match: flags[match.group(1)], text)

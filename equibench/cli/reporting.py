@@ -4,7 +4,6 @@ results) and ``info`` (this installation)."""
 from __future__ import annotations
 
 import platform
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,10 +13,12 @@ from rich.markup import escape
 from .. import __version__
 from ..errors import InvalidInputError
 from . import output
-from .options import JsonOption, int_list
+from .failures import with_flags
+from .options import JsonOption, OldCheckpointFlag, OldPathFlag, WeightsOption, int_list, weights_map
 
 
 def equivariance(
+    context: typer.Context,
     checkpoints: Annotated[Optional[list[Path]], typer.Option("--checkpoints", help="Checkpoint file (repeat the option for several); default: the packaged EquiTabPFN and TabPFN* ones.")] = None,
     classes: Annotated[str, typer.Option(help="Class counts K, e.g. 2,4,8,10 or 2-10 (TabPFN* skips K > 10).")] = "2,4,8,10",
     ensembles: Annotated[str, typer.Option(help="Permutation-ensemble sizes, e.g. 1,2,4,8,16.")] = "1,2,4,8,16",
@@ -28,10 +29,11 @@ def equivariance(
     toy: Annotated[bool, typer.Option("--toy/--no-toy", help="Also draw the 9-point 3x3-grid illustration.")] = True,
     toy_grid: Annotated[int, typer.Option(help="Points per side of the toy's prediction grid.")] = 150,
     toy_methods: Annotated[str, typer.Option(help="Methods of `equibench methods` also drawn in the toy, one member each (the paper's TabPFN and TabPFN-v2 by default); those that cannot run here are named in the notes; empty for none.")] = "tabpfn-v1,tabpfn-v2",
-    tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights, for the toy; default $EQUIBENCH_TABPFN_WEIGHTS.", show_default=False)] = None,
-    tabicl_checkpoint: Annotated[Optional[Path], typer.Option(help="TabICL checkpoint file, for the toy; default $EQUIBENCH_TABICL_CHECKPOINT.", show_default=False)] = None,
+    weights: WeightsOption = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
+    tabpfn_weights: OldPathFlag = None,
+    tabicl_checkpoint: OldPathFlag = None,
 ) -> None:
     """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -59,9 +61,8 @@ def equivariance(
         frame = run_equivariance(
             config, out, toy=toy, toy_grid=toy_grid, log=lambda line: bar.console.print(line, highlight=False),
             progress=advance, toy_methods=tuple(filter(None, (name.strip() for name in toy_methods.split(",")))),
-            options=MethodOptions(tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
-                                  tabicl_checkpoint=None if tabicl_checkpoint is None else str(tabicl_checkpoint),
-                                  device=device),
+            options=MethodOptions(weights=weights_map(weights, tabpfn_weights=tabpfn_weights,
+                                                      tabicl_checkpoint=tabicl_checkpoint), device=device),
         )
     finally:
         if bar.live.is_started:
@@ -72,22 +73,24 @@ def equivariance(
         table.add_row(label, str(n_classes), *(f"{100 * value:.2f}" for value in group.argmax_change_fraction))
     output.console.print(table)
     for note in frame.attrs["notes"]:
-        output.console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
+        output.console.print(f"[yellow]note:[/yellow] {escape(with_flags(note, context.command))}", highlight=False)
     output.console.print(f"results in {out}/ (README.md lists the files)")
 
 
 def boundaries(
+    context: typer.Context,
     out: Annotated[Path, typer.Option(help="Output directory (decision-boundaries.png/.pdf/.csv).")] = Path("runs/boundaries"),
     methods: Annotated[Optional[str], typer.Option(help="Comma-separated methods (see `equibench methods`). Default: equitabpfn, tabpfn-star, tabpfn-v1, tabpfn-v2, tabicl, knn, linear-model, random-forest, xgboost. Those that cannot run here are named, with why, in the caption.", show_default=False)] = None,
     samples: Annotated[int, typer.Option(help="Points per dataset (60% train, 40% test).")] = 100,
     grid: Annotated[int, typer.Option(help="Prediction points per side of each panel.")] = 50,
     seed: Annotated[int, typer.Option(help="Seeds the datasets, their splits and the methods.")] = 0,
-    tabpfn_weights: Annotated[Optional[Path], typer.Option(help="Folder with TabPFN v1/v2 weights; default $EQUIBENCH_TABPFN_WEIGHTS.", show_default=False)] = None,
-    tabicl_checkpoint: Annotated[Optional[Path], typer.Option(help="TabICL checkpoint file; default $EQUIBENCH_TABICL_CHECKPOINT.", show_default=False)] = None,
-    equitabpfn_checkpoint: Annotated[str, typer.Option(help="EquiTabPFN checkpoint file, or `default` (the packaged one).")] = "default",
-    tabpfn_star_checkpoint: Annotated[str, typer.Option(help="TabPFN* checkpoint file, or `default`.")] = "default",
+    weights: WeightsOption = None,
     device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
+    tabpfn_weights: OldPathFlag = None,
+    tabicl_checkpoint: OldPathFlag = None,
+    equitabpfn_checkpoint: OldCheckpointFlag = None,
+    tabpfn_star_checkpoint: OldCheckpointFlag = None,
 ) -> None:
     """Binary decision boundaries of several methods on 3 two-dimensional datasets (moons, circles, linearly separable), the PFNs with one member."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -100,9 +103,9 @@ def boundaries(
         **({} if methods is None else {"methods": tuple(filter(None, (name.strip() for name in methods.split(","))))}),
         samples=samples, grid=grid, seed=seed,
         options=MethodOptions(
-            tabpfn_weights=None if tabpfn_weights is None else str(tabpfn_weights),
-            tabicl_checkpoint=None if tabicl_checkpoint is None else str(tabicl_checkpoint),
-            equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint, device=device,
+            weights=weights_map(weights, tabpfn_weights=tabpfn_weights, tabicl_checkpoint=tabicl_checkpoint,
+                                equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint),
+            device=device,
         ),
     )
     bar = Progress(TextColumn("[bold]boundaries"), BarColumn(), MofNCompleteColumn(), TextColumn("(method, dataset)"),
@@ -125,7 +128,7 @@ def boundaries(
         table.add_row(dataset, *(f"{value:.3f}" if status == "ok" else "skipped"
                                  for value, status in zip(rows.accuracy, rows.status)))
     output.console.print(table)
-    output.console.print(escape(caption(result)), highlight=False)
+    output.console.print(escape(with_flags(caption(result), context.command)), highlight=False)
     output.console.print("wrote " + ", ".join(escape(str(path)) for path in files), highlight=False, soft_wrap=True)
 
 
@@ -180,27 +183,29 @@ def report(
     output.console.print(str(path), highlight=False, soft_wrap=True)
 
 
-#: The committed ``equibench score`` output of each packaged checkpoint: <file stem>.md here (in
-#: the checkout this installation runs from), e.g. equitabpfn-small.md.
-QUALITY_DIR = Path(__file__).resolve().parents[2] / "results" / "pretraining" / "quality"
+def read_quality(checkpoint: Path) -> dict | None:
+    """The scorecard shipped beside the packaged ``checkpoint`` (<name>.json, the JSON of
+    ``equibench score --out``): its checkpoint, verdict, criterion lines, whether the bar was
+    met, when and how it was scored; None when there is none, an ``error`` when it cannot be
+    read or scored another file."""
+    import hashlib
+    import json
 
+    from ..scoring.bar import Criterion
 
-def read_quality(path: Path) -> dict | None:
-    """What the ``equibench score --out`` Markdown file ``path`` says: its checkpoint, verdict
-    and criterion lines, and whether the bar was met; None when there is no such file."""
+    path = checkpoint.with_suffix(".json")
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
+        data = json.loads(path.read_text())
+        criteria = [Criterion.from_dict(criterion).line() for criterion in data["criteria"]]
+        quality = {"source": str(path), "checkpoint": data["checkpoint"], "verdict": data["verdict"],
+                   "met": data["met"], "criteria": criteria, "date": data["date"], "command": data["command"]}
+    except FileNotFoundError:
         return None
-    header = re.search(r"^# Quality bar of (.+?) \((.+)\)$", text, re.M)
-    verdict = re.search(r"^Verdict: (.+?)\.?$", text, re.M)
-    if header is None or verdict is None:
-        return {"source": str(path), "error": "not the output of `equibench score --out` (no verdict)"}
-    _, _, bar = text.partition("### The bar")
-    model = header.group(2)
-    criteria = [line[2:].removeprefix(f"{model} ") for line in bar.splitlines() if line.startswith("- ")]
-    return {"source": str(path), "checkpoint": header.group(1), "verdict": verdict.group(1),
-            "met": " meets the bar" in verdict.group(1), "criteria": criteria}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return {"source": str(path), "error": f"not an `equibench score` JSON scorecard ({error!r})"}
+    if data["sha256"] != hashlib.sha256(checkpoint.read_bytes()).hexdigest():
+        return {"source": str(path), "error": f"it scored another file (sha256 {data['sha256'][:12]}...)"}
+    return quality
 
 
 def _hardware_steps(history: list[dict]) -> dict[str, int]:
@@ -213,8 +218,8 @@ def _hardware_steps(history: list[dict]) -> dict[str, int]:
 
 
 def info_data() -> dict:
-    """What `equibench info` reports, as plain data: per packaged checkpoint its card and, where
-    the checkout holds it, its quality (the committed `equibench score` output)."""
+    """What `equibench info` reports, as plain data: per packaged checkpoint its card and its
+    quality (:func:`read_quality`: the scorecard installed beside it)."""
     import torch
 
     from ..model import CheckpointError, packaged_checkpoints, read_card
@@ -232,7 +237,7 @@ def info_data() -> dict:
         except CheckpointError as error:
             checkpoints.append({"file": path.name, "path": str(path), "error": str(error)})
             continue
-        quality = read_quality(QUALITY_DIR / f"{path.stem}.md")
+        quality = read_quality(path)
         checkpoints.append({"file": path.name, "path": str(path), **card.__dict__,
                             **({"quality": quality} if quality else {})})
     return {"equibench": __version__, "python": platform.python_version(), "torch": torch.__version__,
@@ -255,13 +260,14 @@ def _quality_lines(card: dict, verbose: bool) -> tuple[str, list[str]]:
     """The quality column of ``info``'s table and the lines under it."""
     quality = card.get("quality")
     if quality is None or "error" in quality:
-        why = "no committed `equibench score` output" if quality is None else escape(quality["error"])
+        why = "no `equibench score` scorecard beside it" if quality is None else escape(quality["error"])
         return "not scored", [f"{card['file']}: not scored against the quality bar here ({why}; "
                               f"`equibench score {escape(card['path'])}` measures it); its last validation accuracy: "
                               f"{_validation(card)}"]
     column = "[green]meets the bar[/green]" if quality["met"] else "[yellow]bar not met[/yellow]"
     shown = quality["criteria"] if verbose else [c for c in quality["criteria"] if not c.endswith(": met")]
-    lines = [f"{card['file']}: {escape(quality['verdict'])} ({escape(quality['source'])})"]
+    lines = [f"{card['file']}: {escape(quality['verdict'])} (scored {escape(quality['date'][:10])}: "
+             f"{escape(quality['source'])})"]
     return column, lines + [f"  {escape(line)}" for line in shown]
 
 

@@ -9,6 +9,7 @@ import shlex
 import signal
 import sys
 import threading
+from dataclasses import fields
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -22,16 +23,24 @@ else:
     import tomli as tomllib
 
 from ..errors import InvalidInputError
+from ..model.config import SIZES
+from ..pretrain.config import SCHEDULES, TrainConfig
+from ..pretrain.recipe import RECIPES_DIR
+from ..prior.config import FEATURE_COUNTS, PriorConfig
 from . import output
 
-#: Mirrors equibench.model.SIZES (checked by a test) so that the CLI need not import torch.
-SIZE_NAMES = ("tiny", "small", "medium", "base")
-#: Mirrors equibench.pretrain.SCHEDULES (checked by a test), for the same reason.
-SCHEDULE_NAMES = ("cosine", "wsd", "schedule-free")
-#: Mirrors equibench.prior.config.FEATURE_COUNTS (checked by a test), for the same reason.
-FEATURE_COUNT_NAMES = ("uniform", "log-uniform")
-#: Mirrors equibench.pretrain.recipe.RECIPES_DIR (checked by a test), for the same reason.
-RECIPES_DIR = Path(__file__).resolve().parents[1] / "pretrain" / "recipes"
+# torch-free configuration modules: --help shows their defaults without importing torch
+SIZE_NAMES = tuple(SIZES)
+SCHEDULE_NAMES = SCHEDULES
+FEATURE_COUNT_NAMES = FEATURE_COUNTS
+
+
+def _shown(config: type, name: str) -> str:
+    """The default of field ``name`` of the configuration dataclass ``config``, as --help shows
+    it (what a flag takes when neither it nor a recipe sets it)."""
+    value = next(field.default for field in fields(config) if field.name == name)
+    return "on" if value is True else "off" if value is False else str(value)
+
 
 Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
 _ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
@@ -165,34 +174,34 @@ def pretrain(
     out: Annotated[Optional[Path], typer.Option(help="Output directory (train_state.pt, model.pt, log.jsonl); default runs/pretrain-<arch>.", show_default=False)] = None,
     recipe: Annotated[Optional[str], typer.Option(callback=_list_recipes, is_eager=True, help=f"Start from a recipe: a shipped one by name ('--recipe list' describes them) or a TOML file; the flags given replace its values. Without one, the defaults shown apply, except with no --out either: then a quick start, the {QUICK_START_RECIPE} recipe for {QUICK_START_MINUTES:g} minutes (see --time-limit).")] = None,
     arch: Annotated[Arch, typer.Option(help="equitabpfn, or tabpfn (= tabpfn-star, the non-equivariant model).")] = "equitabpfn",
-    size: Annotated[Optional[Size], typer.Option(help="Named model size.", show_default="small")] = None,
-    steps: Annotated[Optional[int], typer.Option(help="Optimizer steps.", show_default="1000")] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Datasets per micro-batch (per process).", show_default="8")] = None,
-    grad_accumulation: Annotated[Optional[int], typer.Option(help="Micro-batches per optimizer step.", show_default="1")] = None,
-    rows: Annotated[Optional[int], typer.Option(help="Rows per synthetic dataset (train + test).", show_default="1152")] = None,
-    nan_prob: Annotated[Optional[float], typer.Option(help="Share of prior datasets given missing values.", show_default="0.0")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate.", show_default="0.0001")] = None,
-    warmup_steps: Annotated[Optional[int], typer.Option(help="Linear warm-up steps before the cosine decay.", show_default="100")] = None,
-    weight_decay: Annotated[Optional[float], typer.Option(help="AdamW weight decay.", show_default="0.0")] = None,
-    grad_clip: Annotated[Optional[float], typer.Option(help="Clip the gradient norm at this value.", show_default="1.0")] = None,
-    adam_beta2: Annotated[Optional[float], typer.Option(help="Adam's second-moment decay beta2.", show_default="0.999")] = None,
-    schedule: Annotated[Optional[Schedule], typer.Option(help="Learning-rate schedule after the warm-up: cosine decay, warm-up-stable-decay (wsd), or schedule-free AdamW (no horizon).", show_default="cosine")] = None,
-    decay_fraction: Annotated[Optional[float], typer.Option(help="wsd: share of the steps in the final cool-down.", show_default="0.2")] = None,
+    size: Annotated[Optional[Size], typer.Option(help="Named model size.", show_default=_shown(TrainConfig, "size"))] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Optimizer steps.", show_default=_shown(TrainConfig, "steps"))] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Datasets per micro-batch (per process).", show_default=_shown(TrainConfig, "batch_size"))] = None,
+    grad_accumulation: Annotated[Optional[int], typer.Option(help="Micro-batches per optimizer step.", show_default=_shown(TrainConfig, "grad_accumulation"))] = None,
+    rows: Annotated[Optional[int], typer.Option(help="Rows per synthetic dataset (train + test).", show_default=_shown(PriorConfig, "rows"))] = None,
+    nan_prob: Annotated[Optional[float], typer.Option(help="Share of prior datasets given missing values.", show_default=_shown(PriorConfig, "nan_prob"))] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate.", show_default=_shown(TrainConfig, "lr"))] = None,
+    warmup_steps: Annotated[Optional[int], typer.Option(help="Linear warm-up steps before the cosine decay.", show_default=_shown(TrainConfig, "warmup_steps"))] = None,
+    weight_decay: Annotated[Optional[float], typer.Option(help="AdamW weight decay.", show_default=_shown(TrainConfig, "weight_decay"))] = None,
+    grad_clip: Annotated[Optional[float], typer.Option(help="Clip the gradient norm at this value.", show_default=_shown(TrainConfig, "grad_clip"))] = None,
+    adam_beta2: Annotated[Optional[float], typer.Option(help="Adam's second-moment decay beta2.", show_default=_shown(TrainConfig, "adam_beta2"))] = None,
+    schedule: Annotated[Optional[Schedule], typer.Option(help="Learning-rate schedule after the warm-up: cosine decay, warm-up-stable-decay (wsd), or schedule-free AdamW (no horizon).", show_default=_shown(TrainConfig, "schedule"))] = None,
+    decay_fraction: Annotated[Optional[float], typer.Option(help="wsd: share of the steps in the final cool-down.", show_default=_shown(TrainConfig, "decay_fraction"))] = None,
     rows_curriculum: Annotated[Optional[str], typer.Option(help="Short-to-long curriculum 'STEP:ROWS,...': from STEP on, datasets have ROWS rows (before the first STEP, --rows); '' for none.")] = None,
-    tree_fraction: Annotated[Optional[float], typer.Option(help="Share of prior datasets whose target is a sum of random axis-aligned trees (0: the paper's v1 prior).", show_default="0.0")] = None,
-    feature_counts: Annotated[Optional[FeatureCounts], typer.Option(help="How many features a prior dataset uses: uniform in 1..100 (the paper's v1 prior) or log-uniform (half the datasets with 1-9).", show_default="uniform")] = None,
-    outlier_prob: Annotated[Optional[float], typer.Option(help="Share of prior datasets with outlying cells: up to 5% of their values moved by 2-10 standard deviations after the target was drawn (0: the paper's v1 prior).", show_default="0.0")] = None,
-    max_classes: Annotated[Optional[int], typer.Option(help="Most classes of a prior dataset (TabPFN* takes at most 10).", show_default="10")] = None,
-    p_binary: Annotated[Optional[float], typer.Option(help="Share of prior batches with two classes.", show_default="0.5")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda or cuda:N.", show_default="auto")] = None,
+    tree_fraction: Annotated[Optional[float], typer.Option(help="Share of prior datasets whose target is a sum of random axis-aligned trees (0: the paper's v1 prior).", show_default=_shown(PriorConfig, "tree_fraction"))] = None,
+    feature_counts: Annotated[Optional[FeatureCounts], typer.Option(help="How many features a prior dataset uses: uniform in 1..100 (the paper's v1 prior) or log-uniform (half the datasets with 1-9).", show_default=_shown(PriorConfig, "feature_counts"))] = None,
+    outlier_prob: Annotated[Optional[float], typer.Option(help="Share of prior datasets with outlying cells: up to 5% of their values moved by 2-10 standard deviations after the target was drawn (0: the paper's v1 prior).", show_default=_shown(PriorConfig, "outlier_prob"))] = None,
+    max_classes: Annotated[Optional[int], typer.Option(help="Most classes of a prior dataset (TabPFN* takes at most 10).", show_default=_shown(PriorConfig, "max_classes"))] = None,
+    p_binary: Annotated[Optional[float], typer.Option(help="Share of prior batches with two classes.", show_default=_shown(PriorConfig, "p_binary"))] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda or cuda:N.", show_default=_shown(TrainConfig, "device"))] = None,
     amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (default: on for CUDA only).")] = None,
-    prior_workers: Annotated[Optional[int], typer.Option(help="Worker processes that draw the prior's batches on the CPU ahead of the steps (0: drawn in the training process, on --device). The batches equal a CPU run's.", show_default="0")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seeds the model init and the prior stream.", show_default="0")] = None,
-    checkpoint_every: Annotated[Optional[int], typer.Option(help="Steps between atomic checkpoints.", show_default="100")] = None,
+    prior_workers: Annotated[Optional[int], typer.Option(help="Worker processes that draw the prior's batches on the CPU ahead of the steps (0: drawn in the training process, on --device). The batches equal a CPU run's.", show_default=_shown(TrainConfig, "prior_workers"))] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seeds the model init and the prior stream.", show_default=_shown(TrainConfig, "seed"))] = None,
+    checkpoint_every: Annotated[Optional[int], typer.Option(help="Steps between atomic checkpoints.", show_default=_shown(TrainConfig, "checkpoint_every"))] = None,
     max_file_mb: Annotated[Optional[float], typer.Option(help="Write train_state.pt in parts of at most this many MB (an index plus train_state.pt.*.part-* files, read back transparently); default: one file.")] = None,
-    validate_every: Annotated[Optional[int], typer.Option(help="Steps between validations.", show_default="200")] = None,
-    validation_batches: Annotated[Optional[int], typer.Option(help="Fixed prior batches used for validation.", show_default="8")] = None,
-    bundled_validation: Annotated[Optional[bool], typer.Option("--bundled-validation/--no-bundled-validation", help="Also validate on iris, wine, breast_cancer, digits.", show_default="on")] = None,
+    validate_every: Annotated[Optional[int], typer.Option(help="Steps between validations.", show_default=_shown(TrainConfig, "validate_every"))] = None,
+    validation_batches: Annotated[Optional[int], typer.Option(help="Fixed prior batches used for validation.", show_default=_shown(TrainConfig, "validation_batches"))] = None,
+    bundled_validation: Annotated[Optional[bool], typer.Option("--bundled-validation/--no-bundled-validation", help="Also validate on iris, wine, breast_cancer, digits.", show_default=_shown(TrainConfig, "bundled_validation"))] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run saved in --out exactly.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Start a new run in --out, replacing the model.pt, config.json, log.jsonl and train_state.pt there.")] = False,
     d_model: Annotated[Optional[int], typer.Option(help="Override the size's width.")] = None,

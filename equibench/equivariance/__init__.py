@@ -11,10 +11,10 @@ Modules: :mod:`.metric` (the arg-max change and log-probability comparison),
 :mod:`.toy` (the 9-point problem), :mod:`.figures` and :mod:`.files` (the results folder).
 """
 
+from ..equivariance_metric import compare_log_probs, unpermute
 from .experiment import EquivarianceConfig, draw_permutations, measure_equivariance, measure_model, prior_datasets
 from .figures import plot_equivariance_gap, plot_nine_point_toy
 from .files import run_equivariance
-from .metric import compare_log_probs, unpermute
 from .toy import TOY_ORDERINGS, nine_point_toy, toy_predictions
 
 __all__ = [

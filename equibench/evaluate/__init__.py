@@ -1,14 +1,18 @@
 """``equibench evaluate``: every method on every task and fold of a suite, resumable.
 
-Modules: ``run`` (plan, resume and run: ``evaluate`` / ``evaluate_frame``), ``cells`` (one
-cell: task, fold, method, settings), ``backends`` (where cells run),
+Modules: ``run`` (resume and run: ``evaluate`` / ``evaluate_frame``), ``config`` (the run's
+options, settings and fingerprint), ``plan`` (tasks loaded once, the cells and their cost),
+``summary`` (what a run planned and did), ``progress`` (the bar and its time left), ``cells``
+(one cell: task, fold, method, settings), ``backends`` (where cells run),
 ``tabzilla`` and ``metrics`` (the protocol's preprocessing and per-cell metrics),
 ``results_store`` (cells on disk) and ``run_manifest`` (the settings a folder's numbers
 depend on).
 """
 
 from .backends import CellBackend, DaskBackend, LocalBackend, available_cores, make_backend
-from .run import EvaluateConfig, EvaluateSummary, evaluate, evaluate_frame
+from .config import EvaluateConfig
+from .run import evaluate, evaluate_frame
+from .summary import EvaluateSummary
 
 __all__ = [
     "CellBackend", "DaskBackend", "EvaluateConfig", "EvaluateSummary", "LocalBackend", "available_cores", "evaluate",

@@ -17,7 +17,6 @@ means lost infrastructure.
 from __future__ import annotations
 
 import concurrent.futures as futures
-import multiprocessing
 import os
 import time
 from abc import ABC, abstractmethod
@@ -85,9 +84,16 @@ def default_jobs(threads_per_cell: int = 1) -> int:
 
 
 class LocalBackend(CellBackend):
-    """This process for one job, else a pool of ``jobs`` spawned worker processes; a worker
-    that dies fails its in-flight cells and the pool is rebuilt. Every cell sets its own
-    threads (``CellContext.threads``), so the workers need no thread settings of their own."""
+    """This process for one job, else a pool of ``jobs`` worker processes (loky's
+    ``ProcessPoolExecutor``, from joblib: fresh interpreters, as with "spawn"); a worker that
+    dies fails its in-flight cells and the pool is rebuilt. Every cell sets its own threads
+    (``CellContext.threads``), so the workers need no thread settings of their own.
+
+    loky rather than ``concurrent.futures``: its public ``shutdown(kill_workers=True)`` stops
+    busy workers at once (Ctrl-C, SIGTERM, a failure), where the standard pool can only wait
+    for their cells or be reached through its private ``_processes`` (before Python 3.14); and
+    a broken loky pool kills its remaining workers itself. Neither pool stops its workers when
+    this process is SIGKILLed, so each worker also watches its parent (worker_guard)."""
 
     def __init__(self, jobs: int = 1):
         check_backend_options(jobs, None)
@@ -97,10 +103,9 @@ class LocalBackend(CellBackend):
     def _new_executor(self) -> futures.Executor:
         if self.jobs == 1:
             return SerialExecutor()
-        return futures.ProcessPoolExecutor(
-            self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent,
-            initargs=(os.getpid(),),
-        )
+        from joblib.externals.loky import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(self.jobs, initializer=exit_with_parent, initargs=(os.getpid(),))
 
     def submit(self, cell: Cell, context: CellContext) -> futures.Future:
         return self.executor.submit(run_cell, cell, context)
@@ -113,17 +118,18 @@ class LocalBackend(CellBackend):
         return self.jobs
 
     def on_lost(self, cell: Cell, error: BaseException) -> str | None:
-        if not isinstance(error, futures.process.BrokenProcessPool):
+        if not isinstance(error, futures.process.BrokenProcessPool):  # loky's TerminatedWorkerError is one
             raise error
         return "the worker process died while running this cell (killed or out of memory); rerun to retry"
 
     def recover(self) -> bool:
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        # the broken pool has failed all its in-flight cells and killed its other workers
+        self.executor.shutdown(wait=False)
         self.executor = self._new_executor()
         return True
 
     def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.executor.shutdown(wait=True)
 
     def __exit__(self, exc_type, *exc_info) -> None:
         if exc_type is not None:  # interrupted or failed: do not wait for the cells in flight
@@ -131,13 +137,10 @@ class LocalBackend(CellBackend):
         self.close()
 
     def stop_workers(self) -> None:
-        """Terminate the worker processes now (their in-flight cells are lost; stored ones stay)."""
-        processes = list((getattr(self.executor, "_processes", None) or {}).values())
-        self.executor.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.join(timeout=10)
+        """Kill the worker processes now and wait for them to end (their in-flight and queued
+        cells are lost; stored ones stay)."""
+        if not isinstance(self.executor, SerialExecutor):
+            self.executor.shutdown(wait=True, kill_workers=True)
 
 
 def _equibench_version() -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__
+from .._version import __version__
 from ..atomic_files import atomic_write
 from ..errors import CheckpointError, InvalidInputError
 from ..model import EquiTabPFN, ModelCard
@@ -76,7 +76,7 @@ def _official_names(n_layers: int, d_model: int) -> dict[str, tuple[str, slice |
 
 def official_network(state: dict[str, torch.Tensor], architecture: OfficialArchitecture,
                      class_slots: int | None = None) -> EquiTabPFN:
-    """An equibench EquiTabPFN (``official=True``, float32, eval mode) holding the official
+    """An equibench EquiTabPFN (the released network's settings, float32, eval mode) holding the official
     weights ``state`` (official names, prefixes stripped): every official weight used, every
     equibench weight set, shapes checked, else a :class:`CheckpointError`."""
     network = EquiTabPFN(architecture.model_config(class_slots))
@@ -158,8 +158,9 @@ def convert_official(sources: list[str | Path], out: str | Path, class_slots: in
                   "checkpoint_sha256": _sha256(weights_path), "class_slots": config.min_class_slots},
         command="equibench convert-official", equibench_version=__version__,
         notes=("Converted by equibench convert-official from the official EquiTabPFN v1 run (files named by "
-               "their sha256 above): same weights, float32, mapped name by name; ModelConfig.official makes the "
-               "network compute what the official code computes. " + LICENCE_NOTE),
+               "their sha256 above): same weights, float32, mapped name by name; ModelConfig's missing_indicator "
+               "'standardised' and decoder_norm_eps 1.0 make the network compute what the official code computes. "
+               + LICENCE_NOTE),
     )
     buffer = io.BytesIO()  # a file name would enter the archive's record names
     torch.save(checkpoint_payload(network, card), buffer)

@@ -1,5 +1,6 @@
 """The official run's ``config.yaml``: read it and accept only the architecture that
-:class:`~equibench.model.EquiTabPFN` with ``official=True`` computes exactly.
+:class:`~equibench.model.EquiTabPFN` computes exactly with the released network's settings
+(:data:`~equibench.model.config.RELEASED_NETWORK`).
 
 Every key of the model's sections is either mapped (the sizes), required to hold the one
 value that is mapped (the feature and output masks, the decoder, the encoders), or known to
@@ -17,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import CheckpointError
-from ..model import ModelConfig
+from ..model.config import RELEASED_NETWORK, ModelConfig
 
 BACKBONE = "equitabpfn.models.equitabpfn.EquiTabPFN"
 TARGET_ENCODER = "equitabpfn.models.encoders.EquiOneHotAndLinear"
@@ -53,7 +54,7 @@ class OfficialArchitecture:
         """The equibench configuration that computes this network (``class_slots`` overrides the run's)."""
         return ModelConfig(d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
                            mlp_hidden=self.mlp_hidden, decoder_hidden=self.decoder_hidden, f_max=N_FEATURES,
-                           official=True, min_class_slots=class_slots or self.class_slots)
+                           min_class_slots=class_slots or self.class_slots, **RELEASED_NETWORK)
 
 
 def _section(data, path: str, where: str) -> dict:

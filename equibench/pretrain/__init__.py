@@ -20,21 +20,24 @@ Modules, each with one job:
 * ``curves``: training-curve figures from run folders
 """
 
+from .._lazy import lazy_exports
 from ..errors import NonFiniteLossError
-from .config import TrainConfig, prior_at
-from .curves import plot_training_curves, read_lineage, read_log
-from .loss import batch_loss, forward_batch, masked_test_loss
-from .optim import SCHEDULES, build_optimizer, evaluation_weights
-from .recipe import Recipe, load_recipe, recipe_names
-from .run import PretrainOutcome, pretrain
-from .run_dir import CONFIG_FILE, LOG_FILE, MODEL_FILE, STATE_FILE, model_file
-from .scorecard import Criterion, Scorecard, evaluate_criteria, score_checkpoint
-from .validation import BUNDLED_DATASETS, bundled_accuracy, prior_metrics, validation_prior_batches
 
-__all__ = [
-    "BUNDLED_DATASETS", "CONFIG_FILE", "LOG_FILE", "MODEL_FILE", "NonFiniteLossError", "PretrainOutcome", "Recipe", "SCHEDULES",
-    "STATE_FILE", "TrainConfig", "batch_loss", "build_optimizer", "bundled_accuracy",
-    "evaluation_weights", "forward_batch", "load_recipe", "masked_test_loss", "model_file", "plot_training_curves", "pretrain", "prior_at",
-    "prior_metrics", "read_lineage", "read_log", "recipe_names", "validation_prior_batches",
-    "Criterion", "Scorecard", "evaluate_criteria", "score_checkpoint",
-]
+# Loaded on first use: the CLI reads TrainConfig's defaults without importing torch.
+_LAZY = {
+    "TrainConfig": "config", "prior_at": "config", "SCHEDULES": "config",
+    "plot_training_curves": "curves", "read_lineage": "curves", "read_log": "curves",
+    "batch_loss": "loss", "forward_batch": "loss", "masked_test_loss": "loss",
+    "build_optimizer": "optim", "evaluation_weights": "optim",
+    "Recipe": "recipe", "load_recipe": "recipe", "recipe_names": "recipe",
+    "PretrainOutcome": "run", "pretrain": "run",
+    "CONFIG_FILE": "run_dir", "LOG_FILE": "run_dir", "MODEL_FILE": "run_dir", "STATE_FILE": "run_dir",
+    "model_file": "run_dir",
+    "BUNDLED_DATASETS": "validation", "bundled_accuracy": "validation", "prior_metrics": "validation",
+    "validation_prior_batches": "validation",
+}
+
+__all__ = sorted([*_LAZY, "NonFiniteLossError"])
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

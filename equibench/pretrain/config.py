@@ -8,9 +8,11 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import InvalidInputError
-from ..model import SIZES, size_config
-from ..prior import PriorConfig
-from .optim import SCHEDULES, extendable_to
+from ..model.config import SIZES, size_config
+from ..prior.config import PriorConfig
+
+#: The learning-rate schedules (:mod:`.optim` implements them).
+SCHEDULES = ("cosine", "wsd", "schedule-free")
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,8 @@ _FREE_ON_RESUME = {"device", "amp", "prior_workers", "checkpoint_every", "valida
 def changed_settings(saved: dict, current: dict, config: TrainConfig, done_steps: int) -> list[str]:
     """The settings of ``current`` (a :func:`describe_run`) that would make a resumed run differ
     from ``saved``. The step count may grow where the schedule allows it (``extendable_to``)."""
+    from .optim import extendable_to  # torch: imported when a run resumes, not with the configuration
+
     free = set(_FREE_ON_RESUME)
     if extendable_to(config, saved["train"]["steps"], done_steps):
         free.add("steps")

@@ -15,6 +15,7 @@ from .run_dir import CONFIG_FILE, LOG_FILE
 
 #: The validation record's equivariance error (see ``validation.prior_metrics``).
 EQUIVARIANCE_ERROR = "prior_equivariance_error"
+EQUIVARIANCE_SPREAD = "prior_equivariance_error_std"
 
 
 def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -103,40 +104,59 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
     if Path(out_path).is_dir():
         raise InvalidInputError(f"out_path {str(out_path)!r} is a folder; pass an image file path such as curves.png")
     lineages = {label: read_lineage(run_dir) for label, run_dir in runs.items()}
-    equivariance = any(EQUIVARIANCE_ERROR in validations for _, validations, _ in lineages.values())
-    figure = Figure(figsize=(17.5 if equivariance else 13, 4.5), layout="constrained")
-    panels = list(figure.subplots(1, 4 if equivariance else 3))
-    loss_axes, prior_axes, bundled_axes = panels[:3]
-    colours = {label: f"C{index}" for index, label in enumerate(runs)}  # matplotlib's colour cycle
-    bundled_styles = ["-", "--", ":", "-."]
-    for label, (steps, validations, starts) in lineages.items():
-        colour = colours[label]
+    logged = {column for _, validations, _ in lineages.values() for column in validations.columns}
+    kinds = ["loss", "prior"] + (["bundled"] if _bundled_columns(logged) else []) \
+        + (["equivariance"] if EQUIVARIANCE_ERROR in logged else [])
+    figure = Figure(figsize=(4.4 * len(kinds), 4.5), layout="constrained")
+    panels = dict(zip(kinds, figure.subplots(1, len(kinds))))
+    for index, (label, (steps, validations, starts)) in enumerate(lineages.items()):
+        colour = f"C{index}"  # matplotlib's colour cycle
         for start in starts:
-            for axes in panels:
+            for axes in panels.values():
                 axes.axvline(start, color=colour, linestyle=":", linewidth=1)
-        if EQUIVARIANCE_ERROR in validations:
-            logged = validations.dropna(subset=[EQUIVARIANCE_ERROR])
-            panels[3].plot(logged["step"], 100 * logged[EQUIVARIANCE_ERROR], "o-", color=colour, label=label)
         smoothed = steps["loss"].rolling(smoothing, min_periods=1).mean()
-        loss_axes.plot(steps["step"], smoothed, color=colour, label=f"{label} train (avg {smoothing} steps)")
+        panels["loss"].plot(steps["step"], smoothed, color=colour, label=f"{label} train (avg {smoothing} steps)")
         if "prior_loss" in validations:
-            loss_axes.plot(validations["step"], validations["prior_loss"], "o--", color=colour, label=f"{label} validation")
-            prior_axes.plot(validations["step"], 100 * validations["prior_accuracy"], "o-", color=colour, label=label)
-        bundled = [c for c in validations.columns if c.endswith("_accuracy") and c != "prior_accuracy"]
-        for style, column in zip(bundled_styles, bundled):
-            name = column.removesuffix("_accuracy")
-            bundled_axes.plot(validations["step"], 100 * validations[column], style, marker="o", markersize=3,
-                              color=colour, label=f"{label}: {name}")
-    loss_axes.set(xlabel="optimizer step", ylabel="cross-entropy (nats)", title="loss on prior test rows")
-    prior_axes.set(xlabel="optimizer step", ylabel="accuracy (%)", title="validation: held-out prior datasets")
-    bundled_axes.set(xlabel="optimizer step", ylabel="accuracy (%)", title="validation: bundled datasets (5-fold CV)")
-    if equivariance:
-        panels[3].set(xlabel="optimizer step", ylabel="arg-max changes (% of test rows)",
-                      title="equivariance error while training (classes permuted)")
-    for axes in panels:
+            panels["loss"].plot(validations["step"], validations["prior_loss"], "o--", color=colour,
+                                label=f"{label} validation")
+            panels["prior"].plot(validations["step"], 100 * validations["prior_accuracy"], "o-", color=colour,
+                                 label=label)
+        if "bundled" in panels:
+            _draw_bundled(panels["bundled"], validations, label, colour)
+        if "equivariance" in panels and EQUIVARIANCE_ERROR in validations:
+            _draw_equivariance(panels["equivariance"], validations, label, colour)
+    titles = {"loss": ("cross-entropy (nats)", "loss on prior test rows"),
+              "prior": ("accuracy (%)", "validation: held-out prior datasets"),
+              "bundled": ("accuracy (%)", "validation: bundled datasets (5-fold CV)"),
+              "equivariance": ("arg-max changes (% of test rows)", "equivariance error (classes permuted)")}
+    for kind, axes in panels.items():
+        axes.set(xlabel="optimizer step", ylabel=titles[kind][0], title=titles[kind][1])
         axes.grid(alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize=7)
-    if np.isfinite(bundled_axes.get_ylim()).all():
-        bundled_axes.set_ylim(top=100)
+    if "bundled" in panels and np.isfinite(panels["bundled"].get_ylim()).all():
+        panels["bundled"].set_ylim(top=100)
     return save_image(figure, out_path, dpi=110)
+
+
+def _bundled_columns(columns) -> list[str]:
+    """The bundled datasets' accuracy columns of a validation log."""
+    return [c for c in columns if c.endswith("_accuracy") and c != "prior_accuracy"]
+
+
+def _draw_bundled(axes, validations, label: str, colour: str) -> None:
+    for style, column in zip(["-", "--", ":", "-."], _bundled_columns(validations.columns)):
+        axes.plot(validations["step"], 100 * validations[column], style, marker="o", markersize=3, color=colour,
+                  label=f"{label}: {column.removesuffix('_accuracy')}")
+
+
+def _draw_equivariance(axes, validations, label: str, colour: str) -> None:
+    """The error at each validation and, where logged and not zero, one standard deviation across
+    the validation datasets (the paper's band)."""
+    logged = validations.dropna(subset=[EQUIVARIANCE_ERROR])
+    mean = 100 * logged[EQUIVARIANCE_ERROR]
+    axes.plot(logged["step"], mean, "o-", color=colour, label=label)
+    if EQUIVARIANCE_SPREAD in logged and (logged[EQUIVARIANCE_SPREAD].fillna(0.0) > 0).any():
+        spread = 100 * logged[EQUIVARIANCE_SPREAD].fillna(0.0)
+        axes.fill_between(logged["step"], (mean - spread).clip(lower=0), mean + spread, color=colour, alpha=0.2,
+                          linewidth=0, label=f"{label}: ±1 std over datasets")

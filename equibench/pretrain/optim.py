@@ -20,8 +20,6 @@ import schedulefree
 import torch
 from torch import nn
 
-SCHEDULES = ("cosine", "wsd", "schedule-free")
-
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int) -> float:
     """Linear warm-up to 1 over ``warmup_steps``, then cosine decay to 0 at ``total_steps``."""

@@ -11,11 +11,9 @@ keeps its prior on the CPU this way, at the pace of several cores.
 from __future__ import annotations
 
 import collections
-import multiprocessing
 import os
 import signal
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import torch
@@ -32,21 +30,26 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
                 workers: int) -> Iterator[PriorBatch]:
     """For each prior of ``priors`` in turn, the batch ``sample_batch(prior, batch_size,
     generator, "cpu")`` would give, drawn by ``workers`` processes and moved to ``device``.
-    ``generator`` must be a CPU generator; close the iterator to stop the workers."""
+    ``generator`` must be a CPU generator; close the iterator to stop the workers.
+
+    The workers are a loky pool (joblib's): a worker that dies breaks it, and loky then kills
+    the other workers with SIGKILL (they ignore SIGTERM, the standard pool's way, and one
+    blocked writing a batch to the result pipe would hold a shutdown forever); closing the
+    stream kills them too (``shutdown(kill_workers=True)``), as the batches drawn ahead are
+    not needed. Each worker exits with the training process (worker_guard)."""
+    from joblib.externals.loky import ProcessPoolExecutor
+
     lookahead = torch.Generator()
     lookahead.set_state(generator.get_state())
     pending = collections.deque()  # futures of the batches' arrays, in stream order
-    others = {child.pid for child in multiprocessing.active_children()}  # children that are not this pool's
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_setup,
-                               initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(workers, initializer=_worker_setup, initargs=(os.getpid(),))
     try:
         while True:
             while len(pending) < BATCHES_AHEAD_PER_WORKER * workers:
                 pending.append(pool.submit(_batch_arrays, next(priors), batch_size, draw_batch_seed(lookahead)))
             try:
                 arrays = pending.popleft().result()
-            except BrokenProcessPool:
-                _kill_workers(others)
+            except BrokenProcessPool:  # loky's TerminatedWorkerError is one
                 raise WorkerLostError(
                     "a prior worker process ended unexpectedly (killed, or out of memory), so the run stopped before "
                     "its next step; its last checkpoint is kept: rerun the same command with resume=True to continue "
@@ -55,16 +58,7 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
             draw_batch_seed(generator)  # the run's generator: one draw per batch used
             yield _batch_from_arrays(arrays).to(device)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _kill_workers(others: set[int]) -> None:
-    """SIGKILL this pool's workers still alive (every child but ``others``): they ignore SIGTERM,
-    which is how a broken pool stops them, and one blocked writing a batch to the result pipe
-    would hold the pool's shutdown forever."""
-    for child in multiprocessing.active_children():
-        if child.pid not in others:
-            child.kill()
+        pool.shutdown(wait=True, kill_workers=True)
 
 
 def _worker_setup(parent_pid: int) -> None:

@@ -18,9 +18,10 @@ from typing import NamedTuple
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column
 from torch import nn
 
-from .. import __version__
+from .._version import __version__
 from ..devices import resolve_device
 from ..errors import InvalidInputError, NonFiniteLossError
 from ..machine import hardware_description
@@ -193,11 +194,11 @@ class _Run:
 
     def progress_bar(self, console: Console, enabled: bool) -> Progress:
         """A progress bar on ``console`` (stderr: stdout stays for results), shown by :meth:`on_step`."""
-        columns = [
-            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-            TextColumn("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  "
-                       "{task.fields[rate]:.1f} datasets/s  prior {task.fields[prior_share]:.0%}"),
-            TimeElapsedColumn(), TimeRemainingColumn(),
+        columns = [  # the times before the statistics: a narrow terminal cuts the last columns
+            TextColumn("[bold]{task.description}"), BarColumn(bar_width=12), TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(table_column=Column(min_width=7)), TimeRemainingColumn(table_column=Column(min_width=7)),
+            TextColumn("loss {task.fields[loss]:.4f} lr {task.fields[lr]:.1e} {task.fields[rate]:.1f} datasets/s "
+                       "prior {task.fields[prior_share]:.0%}", table_column=Column(no_wrap=True, overflow="ellipsis")),
         ]
         self.bar = Progress(*columns, console=console, disable=not enabled, name="pretrain")
         self.task = self.bar.add_task(

@@ -23,8 +23,15 @@ normalised with the train rows' statistics (``equibench.normalize``), rescaled b
 
 from __future__ import annotations
 
-from .config import PriorBatch, PriorConfig
-from .preview import preview_prior
-from .sample import draw_batch_seed, sample_batch, sample_batch_from_seed
+from .._lazy import lazy_exports
 
-__all__ = ["PriorBatch", "PriorConfig", "draw_batch_seed", "preview_prior", "sample_batch", "sample_batch_from_seed"]
+# Loaded on first use: the CLI reads PriorConfig's defaults without importing torch.
+_LAZY = {
+    "PriorBatch": "config", "PriorConfig": "config", "preview_prior": "preview",
+    "draw_batch_seed": "sample", "sample_batch": "sample", "sample_batch_from_seed": "sample",
+}
+
+__all__ = sorted(_LAZY)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

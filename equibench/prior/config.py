@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from ..errors import InvalidInputError
 from ..model.config import F_MAX, dataclass_from_dict

@@ -7,8 +7,10 @@ file into ``DIR/org/openml/www`` with atomic renames, the dataset's files first 
 cache_manifest). So a kill at any moment leaves only complete files behind, a rerun skips
 the tasks that are complete, and a file someone else put in the cache is never replaced.
 Transient errors (connection errors, timeouts, 5xx answers, damaged transfers) are retried
-with exponential backoff. The cache is the one openml reads for www.openml.org, whichever
-server the files came from, so `equibench evaluate --openml-cache DIR` uses it offline.
+with exponential backoff (tenacity), a task at a time: a body cut short, a wrong checksum or a
+failed check shows only once the files are in, past what urllib3's ``Retry`` of one request
+can see. The cache is the one openml reads for www.openml.org, whichever server the files
+came from, so `equibench evaluate --openml-cache DIR` uses it offline.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..errors import InvalidInputError
 from ..progress import Progress
@@ -123,9 +126,17 @@ def _raise_if_busy(response, *args, **kwargs):
 def _openml_requests(timeout_s: float):
     """``requests`` as openml's HTTP calls see it during a download: the same module, but its
     sessions wait at most ``timeout_s`` for the server to connect or send data (a transport
-    adapter's default) and raise 5xx/429 answers (a response hook). openml 0.15 opens a new
-    ``requests.Session()`` per call and offers no timeout setting, so its name ``requests`` is
-    the one seam; the rest of the process keeps plain ``requests``."""
+    adapter's default) and raise 5xx/429 answers (a response hook).
+
+    Why openml's private name ``_api_calls.requests`` is replaced: openml 0.15.1 (the latest
+    release) opens a new ``requests.Session()`` inside ``_api_calls._send_request`` for each
+    call, sends it without a timeout, and takes no session, adapter or timeout setting; its
+    public ``openml.config`` has only ``connection_n_retries``/``retry_policy`` (used: one
+    attempt, as :func:`download_tasks` retries). A timeout setting is proposed upstream
+    (openml/openml-python pull request 1651, not merged). Of the possible patches this is
+    the narrowest: one name in one openml module, for the duration of a download, where
+    patching ``requests.Session`` would change every session of the process. Drop it for
+    openml's own timeout setting once a release has one."""
     import types
 
     import requests
@@ -268,34 +279,49 @@ def _download_task(task_id: str, cache: Path, manifest: Manifest, options: Downl
     if (done := _complete(cache, task_id, manifest)) is not None:
         return TaskDownload(done, "cached")
     attempts = options.retries + 1
-    for attempt in range(1, attempts + 1):
-        stage = Path(tempfile.mkdtemp(dir=cache / PARTIAL_DIR, prefix=f"task-{task_id}-"))
-        try:
-            stage_root, check = _fetch(task_id, stage, options)
-            conflicts = _install(stage_root, server_dir(cache), check, manifest)
-            if conflicts:
-                check = check_task(server_dir(cache), task_id, deep=True, manifest=manifest)
-                if not check.ok:
-                    return TaskDownload(check, "failed", (
-                        f"{', '.join(conflicts)} in the cache differ from the server's copy and were not written by "
-                        f"equibench, so they were left as they are, and the task fails the check with them "
-                        f"({check.describe()}); move them away and rerun"
-                    ), attempt)
-            _record_task(manifest, check)
-            return TaskDownload(check, "downloaded", attempts=attempt)
-        except Exception as error:  # noqa: BLE001 - openml raises many kinds; each is a row, not a crash
-            reason = _reason(error)
-            if not _is_transient(error):
-                return TaskDownload(check_task(server_dir(cache), task_id, deep=False), "failed", reason, attempt)
-            if attempt == attempts:
-                return TaskDownload(check_task(server_dir(cache), task_id, deep=False), "failed",
-                                    f"gave up after {attempts} attempts; last error {reason}", attempt)
-            delay = min(MAX_BACKOFF_S, options.backoff_s * 2 ** (attempt - 1))
-            log(f"task {task_id}: {reason}; retrying in {delay:g} s (attempt {attempt + 1} of {attempts})")
-            sleep(delay)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-    raise AssertionError("unreachable")
+
+    def announce(state: RetryCallState) -> None:
+        log(f"task {task_id}: {_reason(state.outcome.exception())}; retrying in {state.next_action.sleep:g} s "
+            f"(attempt {state.attempt_number + 1} of {attempts})")
+
+    retrying = Retrying(
+        retry=retry_if_exception(_is_transient), stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=options.backoff_s, max=MAX_BACKOFF_S), before_sleep=announce,
+        sleep=sleep, reraise=True,
+    )
+    attempt = 0
+    try:
+        for trial in retrying:
+            with trial:
+                attempt = trial.retry_state.attempt_number
+                return _attempt_task(task_id, cache, manifest, options, attempt)
+    except Exception as error:  # noqa: BLE001 - openml raises many kinds; each is a row, not a crash
+        reason = _reason(error)
+        if _is_transient(error):
+            reason = f"gave up after {attempt} attempts; last error {reason}"
+        return TaskDownload(check_task(server_dir(cache), task_id, deep=False), "failed", reason, attempt)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _attempt_task(task_id: str, cache: Path, manifest: Manifest, options: DownloadOptions,
+                  attempt: int) -> TaskDownload:
+    """One attempt at a task: fetch it into a staging folder of its own, check it, install it."""
+    stage = Path(tempfile.mkdtemp(dir=cache / PARTIAL_DIR, prefix=f"task-{task_id}-"))
+    try:
+        stage_root, check = _fetch(task_id, stage, options)
+        conflicts = _install(stage_root, server_dir(cache), check, manifest)
+        if conflicts:
+            check = check_task(server_dir(cache), task_id, deep=True, manifest=manifest)
+            if not check.ok:
+                return TaskDownload(check, "failed", (
+                    f"{', '.join(conflicts)} in the cache differ from the server's copy and were not written by "
+                    f"equibench, so they were left as they are, and the task fails the check with them "
+                    f"({check.describe()}); move them away and rerun"
+                ), attempt)
+        _record_task(manifest, check)
+        return TaskDownload(check, "downloaded", attempts=attempt)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def download_tasks(

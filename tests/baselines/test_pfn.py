@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from equibench.baselines.ecoc import ECOCClassifier
 from equibench.baselines.equitabpfn import EquiTabPFNMethod
 from equibench.baselines.settings import EquiTabPFNSettings, TabPFNStarSettings
 from equibench.baselines.tabpfn_star import TabPFNStarMethod
 from equibench.classifier import EquiTabPFNClassifier, TabPFNStarClassifier, checkpoints
+from equibench.classifier.ecoc import ECOCClassifier
 from equibench.errors import CheckpointError
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.model import default_checkpoint
 
 DATA = Path(__file__).parents[1] / "data"
-TINY = {"equitabpfn_checkpoint": str(DATA / "tiny-equitabpfn.pt"), "tabpfn_star_checkpoint": str(DATA / "tiny-tabpfn-star.pt")}
+TINY = {"weights": {"equitabpfn": str(DATA / "tiny-equitabpfn.pt"), "tabpfn-star": str(DATA / "tiny-tabpfn-star.pt")}}
 
 
 def test_prepare_resolves_the_default_and_checks_the_file(tmp_path):

@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import sys
+from pathlib import Path
 
 import pytest
 
 from equibench import EquiTabPFNClassifier
 from equibench.baselines.knn import KNNMethod
 from equibench.baselines.mlp import MLPMethod
+from equibench.baselines.registry import check_weights, method_spec, weights_methods
 from equibench.baselines.settings import (
-    MAX_TRAIN_ROWS,
     EnsembleSettings,
     EquiTabPFNSettings,
     ExternalTabPFNSettings,
@@ -21,9 +22,13 @@ from equibench.baselines.settings import (
     MLPSettings,
     PFNSettings,
     Settings,
+    TabICLSettings,
     TabPFNStarSettings,
+    TabPFNv1Settings,
+    TabPFNv2Settings,
     ensemble_size,
 )
+from equibench.context_rules import MAX_TRAIN_ROWS
 from equibench.errors import InvalidInputError
 from equibench.evaluate import EvaluateConfig
 
@@ -49,11 +54,28 @@ def test_other_variants_name_no_ensemble_size(variant):
 
 def test_the_options_give_each_method_its_settings(monkeypatch):
     monkeypatch.setenv("EQUIBENCH_TABPFN_WEIGHTS", "/weights")
-    options = MethodOptions(equitabpfn_checkpoint="e.pt", tabpfn_star_checkpoint="s.pt", max_train_rows=50, device="cuda")
+    options = MethodOptions(weights={"equitabpfn": "e.pt", "tabpfn-star": "s.pt", "tabpfn-v2": "/v2"}, max_train_rows=50,
+                            device="cuda")
     assert EquiTabPFNSettings.from_options(options) == EquiTabPFNSettings(checkpoint="e.pt", max_train_rows=50, device="cuda")
     assert TabPFNStarSettings.from_options(options).checkpoint == "s.pt"
-    assert ExternalTabPFNSettings.from_options(options) == ExternalTabPFNSettings(tabpfn_weights="/weights", device="cuda")
+    # TabPFN v1 and v2 take their own folders; the environment variable gives both theirs
+    assert TabPFNv1Settings.from_options(options) == TabPFNv1Settings(tabpfn_weights="/weights", device="cuda")
+    assert TabPFNv2Settings.from_options(options) == TabPFNv2Settings(tabpfn_weights="/v2", device="cuda")
     assert KNNSettings.from_options(options) == KNNSettings()  # the run options change no baseline
+    assert EquiTabPFNSettings.from_options(MethodOptions()).checkpoint == "default"
+
+
+def test_weights_fall_back_to_each_methods_environment_variable(monkeypatch):
+    for name in ("EQUIBENCH_TABPFN_WEIGHTS", "EQUIBENCH_TABICL_CHECKPOINT", "EQUIBENCH_OFFICIAL_CHECKPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    declared = [method_spec(name).settings for name in weights_methods()]
+    assert all(settings.given_weights(MethodOptions()) is None for settings in declared)
+    monkeypatch.setenv("EQUIBENCH_TABICL_CHECKPOINT", "/env.ckpt")
+    monkeypatch.setenv("EQUIBENCH_OFFICIAL_CHECKPOINT", "")  # set but empty: none
+    options = MethodOptions(weights={"tabpfn-v1": Path("/v1")})
+    assert options.weights == {"tabpfn-v1": "/v1"}  # paths kept as strings
+    assert [settings.given_weights(options) for settings in declared] == [None, None, None, "/v1", None, "/env.ckpt"]
+    assert TabICLSettings.given_weights(MethodOptions(weights={"tabicl": "/given.ckpt"})) == "/given.ckpt"
 
 
 def test_the_context_cap_is_written_once():
@@ -66,6 +88,8 @@ def test_the_context_cap_is_written_once():
     ({"ensembles": ()}, "ensemble sizes must be positive"),
     ({"ensembles": (1, 0)}, "ensemble sizes must be positive"),
     ({"max_train_rows": 0}, "max_train_rows must be positive"),
+    ({"weights": {"tabicl": 3}}, "weights must map method names to paths"),
+    ({"weights": ["tabicl=x"]}, "weights must map method names to paths"),
 ])
 def test_bad_options_are_refused(changes, message):
     with pytest.raises(InvalidInputError, match=message):
@@ -100,3 +124,14 @@ def test_the_work_of_a_fit_grows_with_members_up_to_the_context_cap():
     assert KNNSettings().work(5000) == 5000
     assert ExternalTabPFNSettings(n_estimators=2).work(5000) == 10000
     assert PFNSettings(n_estimators=4).work(5000) == 4 * MAX_TRAIN_ROWS and PFNSettings().work(100) == 100
+
+
+@pytest.mark.parametrize("weights, message", [
+    ({"knn": "x"}, "weights: 'knn' takes no weights; the methods that take weights: equitabpfn, tabpfn-star, "),
+    ({"nope": "x"}, "weights: 'nope' is not a method; the methods that take weights: equitabpfn, "),
+])
+def test_weights_for_a_method_that_takes_none_are_refused_by_the_runs(weights, message):
+    with pytest.raises(InvalidInputError, match=message):
+        check_weights(weights)
+    with pytest.raises(InvalidInputError, match=message):
+        EvaluateConfig(suite="demo", weights=weights)

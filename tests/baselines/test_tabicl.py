@@ -16,7 +16,7 @@ import torch
 from equibench.baselines.registry import method_spec
 from equibench.baselines.settings import MethodOptions, TabICLSettings
 from equibench.errors import CheckpointError, MethodUnavailableError
-from equibench.evaluate.run import EvaluateConfig, evaluate
+from equibench.evaluate import EvaluateConfig, evaluate
 
 #: A network with 4 output classes: more classes go through TabICL's hierarchy.
 TINY_CONFIG = dict(max_classes=4, embed_dim=16, col_num_blocks=1, col_nhead=2, col_num_inds=8, row_num_blocks=1,
@@ -43,7 +43,7 @@ def _iris(tmp_path, **options) -> EvaluateConfig:
 
 def _method(checkpoint, n_classes: int, seed: int = 0):
     implementation = method_spec("tabicl").implementation()
-    settings = implementation.prepare(TabICLSettings.from_options(MethodOptions(tabicl_checkpoint=str(checkpoint))))
+    settings = implementation.prepare(TabICLSettings.from_options(MethodOptions(weights={"tabicl": str(checkpoint)})))
     return implementation(n_classes, seed, settings)
 
 
@@ -69,7 +69,7 @@ def test_many_classes_natively_deterministic_with_provenance(tiny_checkpoint):
 
 
 def test_a_cell_records_the_package_and_checkpoint(tiny_checkpoint, tmp_path):
-    summary = evaluate(_iris(tmp_path, tabicl_checkpoint=str(tiny_checkpoint)), tmp_path / "out", progress=False)
+    summary = evaluate(_iris(tmp_path, weights={"tabicl": str(tiny_checkpoint)}), tmp_path / "out", progress=False)
     assert summary.counts == {"ok": 1}
     cell = json.loads(next((tmp_path / "out" / "cells").glob("*.json")).read_text())
     assert cell["package"].startswith("tabicl ") and cell["checkpoint"].startswith("tiny-tabicl.ckpt (sha256 ")
@@ -82,7 +82,8 @@ def test_without_a_checkpoint_its_cells_are_skipped_with_the_reason(tmp_path, mo
     summary = evaluate(_iris(tmp_path), tmp_path / "out", progress=False)
     assert summary.counts == {"skipped": 1}
     reasons = {json.loads(path.read_text())["reason"] for path in (tmp_path / "out" / "cells").glob("*.json")}
-    assert reasons == {"no weights: set tabicl_checkpoint (or EQUIBENCH_TABICL_CHECKPOINT) to a TabICL checkpoint file"}
+    assert reasons == {"no weights: pass weights={'tabicl': FILE} or set EQUIBENCH_TABICL_CHECKPOINT: a TabICL checkpoint "
+                       "file in the tabicl package's format (e.g. tabicl-classifier-v2-20260212.ckpt), never downloaded"}
     missing = tmp_path / "nowhere.ckpt"
     monkeypatch.setenv("EQUIBENCH_TABICL_CHECKPOINT", str(missing))
     with pytest.raises(MethodUnavailableError, match="not a file"):
@@ -107,9 +108,9 @@ def test_a_file_that_is_no_tabicl_checkpoint_is_refused_before_any_cell(content,
         path.write_bytes(content)
     else:
         torch.save(content, path)
-    with pytest.raises(CheckpointError, match=f"tabicl_checkpoint .* is not a TabICL checkpoint: it {re.escape(found)}") \
+    with pytest.raises(CheckpointError, match=f"weights=.'tabicl': .* is not a TabICL checkpoint: it {re.escape(found)}") \
             as caught:
-        evaluate(_iris(tmp_path, tabicl_checkpoint=str(path)), tmp_path / "out", progress=False)
+        evaluate(_iris(tmp_path, weights={"tabicl": str(path)}), tmp_path / "out", progress=False)
     assert "weights_only" not in str(caught.value) and not (tmp_path / "out").exists()
 
 
@@ -120,6 +121,6 @@ def test_the_cli_names_the_flag_of_a_file_that_is_no_tabicl_checkpoint(tmp_path)
 
     (tmp_path / "other.ckpt").write_bytes(b"not a checkpoint")
     result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--folds", "0", "--out",
-                                      str(tmp_path / "out"), "--tabicl-checkpoint", str(tmp_path / "other.ckpt")])
-    assert result.exit_code == 2 and result.stderr.startswith("error: --tabicl-checkpoint ")
+                                      str(tmp_path / "out"), "--weights", f"tabicl={tmp_path / 'other.ckpt'}"])
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: --weights tabicl={tmp_path / 'other.ckpt'} is ")
     assert "is not a TabICL checkpoint" in result.stderr and "weights_only" not in result.stderr

@@ -10,7 +10,7 @@ import sys
 from typer.testing import CliRunner
 
 from equibench import __version__
-from equibench.cli import FEATURE_COUNT_NAMES, SCHEDULE_NAMES, SIZE_NAMES, app
+from equibench.cli import app
 from equibench.tasks.suites import BUILTIN_SUITES
 
 HEAVY = ("torch", "sklearn", "pandas", "numpy", "scipy", "matplotlib", "openml")
@@ -67,14 +67,29 @@ def test_help_and_listing_commands_import_no_heavy_module(tmp_path):
     assert ran.stdout.strip() == "[]"
 
 
-def test_cli_size_schedule_and_feature_count_names_match_the_library():
-    from equibench.model import SIZES
-    from equibench.pretrain import SCHEDULES
-    from equibench.prior.config import FEATURE_COUNTS
+def test_pretrain_help_shows_the_configurations_defaults_without_importing_torch(tmp_path):
+    """The flags' shown defaults are read from TrainConfig and PriorConfig (torch-free modules),
+    never copied by hand."""
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from equibench.cli import app\n"
+        "result = CliRunner().invoke(app, ['pretrain', '--help'], env={'COLUMNS': '250'})\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print(result.output)\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    shown, heavy = ran.stdout.strip().rsplit("\n", 1)
+    assert heavy == "[]"
+    from equibench.pretrain.config import TrainConfig
+    from equibench.prior.config import PriorConfig
 
-    assert tuple(SIZES) == SIZE_NAMES
-    assert SCHEDULES == SCHEDULE_NAMES
-    assert FEATURE_COUNTS == FEATURE_COUNT_NAMES
+    for flag, default in (("--lr", TrainConfig.lr), ("--validate-every", TrainConfig.validate_every),
+                          ("--rows", PriorConfig.rows), ("--p-binary", PriorConfig.p_binary)):
+        line = next(line for line in shown.splitlines() if f"{flag} " in line)
+        assert f"[default: ({default})]" in line, line
 
 
 def test_the_suites_light_names_match_the_task_loaders():
@@ -85,10 +100,6 @@ def test_the_suites_light_names_match_the_task_loaders():
 
 
 def test_pretrain_recipe_list_needs_no_out_and_no_heavy_module(tmp_path):
-    from equibench.cli.training import RECIPES_DIR
-    from equibench.pretrain.recipe import RECIPES_DIR as LIBRARY_RECIPES_DIR
-
-    assert RECIPES_DIR == LIBRARY_RECIPES_DIR
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
@@ -131,29 +142,42 @@ def test_no_help_shows_a_value_type_beside_a_flag():
     assert result.exit_code == 2 and "true" in result.output  # a flag: `true` is an unexpected argument
 
 
-def _quality_file(folder, checkpoint: str, arch: str, iris: float):
-    """An `equibench score --out` file: iris against LogisticRegression, one OpenML task against KNN."""
+def _quality_file(folder, arch: str, iris: float, sha256: str | None = None):
+    """The JSON scorecard of the packaged <arch>-small.pt in ``folder`` (`equibench score --out
+    FILE.json`): iris against LogisticRegression, one OpenML task against KNN."""
+    import hashlib
+
     import pandas as pd
 
-    from equibench.pretrain.scorecard import COLUMNS, MODEL_LABELS, Scorecard, evaluate_criteria
+    from equibench.scoring.bar import COLUMNS, MODEL_LABELS, evaluate_criteria
+    from equibench.scoring.scorecard import Scorecard
 
-    model = MODEL_LABELS[arch]
+    model, checkpoint = MODEL_LABELS[arch], folder / f"{arch}-small.pt"
     scores = pd.DataFrame([("bundled", "iris", "iris", 0, model, iris), ("bundled", "iris", "iris", 0, "LogisticRegression", 0.95),
                            ("<=10", "4", "labor", 0, model, 0.95), ("<=10", "4", "labor", 0, "KNN", 0.90)],
                           columns=list(COLUMNS))
-    card = Scorecard(checkpoint, arch, scores, evaluate_criteria(scores, model), folds=tuple(range(10)))
-    folder.mkdir(exist_ok=True)
-    (folder / f"{arch}-small.md").write_text(card.to_markdown())
+    card = Scorecard(f"model/{checkpoint.name}", arch, scores, evaluate_criteria(scores, model), folds=tuple(range(10)),
+                     sha256=sha256 or hashlib.sha256(checkpoint.read_bytes()).hexdigest(), date="2026-11-28T12:00:00+00:00")
+    checkpoint.with_suffix(".json").write_text(json.dumps(card.to_dict()))
+
+
+def _packaged_here(folder, monkeypatch):
+    """The packaged checkpoints, linked into ``folder``, are the installation's (without scorecards)."""
+    from equibench.model import packaged_checkpoints
+
+    for path in packaged_checkpoints():
+        (folder / path.name).symlink_to(path)
+    monkeypatch.setattr("equibench.model.checkpoint.packaged_checkpoint_dir", lambda: folder)
 
 
 def test_info_leads_with_the_checkpoints_and_their_quality(tmp_path, monkeypatch):
-    """The checkpoints (what, how good: the committed `equibench score` output, else the card's
+    """The checkpoints (what, how good: the scorecard installed beside each, else the card's
     validation), then their cards, versions and device; hardware step ranges only with --verbose, last."""
     from rich.console import Console
 
     runner = CliRunner()
-    _quality_file(tmp_path, "model/equitabpfn-small.pt", "equitabpfn", 0.96)  # meets the bar
-    monkeypatch.setattr("equibench.cli.reporting.QUALITY_DIR", tmp_path)
+    _packaged_here(tmp_path, monkeypatch)
+    _quality_file(tmp_path, "equitabpfn", 0.96)  # meets the bar
     monkeypatch.setattr("equibench.cli.output.console", Console(width=1000))
     text = runner.invoke(app, ["info"]).stdout
     lines = text.splitlines()
@@ -161,7 +185,7 @@ def test_info_leads_with_the_checkpoints_and_their_quality(tmp_path, monkeypatch
     assert "meets the bar" in next(line for line in lines if line.startswith("│ equitabpfn-small.pt"))
     assert "not scored" in next(line for line in lines if line.startswith("│ tabpfn-star-small.pt"))
     verdict = next(line for line in lines if line.startswith("equitabpfn-small.pt: EquiTabPFN meets the bar: 3 of 3"))
-    assert str(tmp_path / "equitabpfn-small.md") in verdict
+    assert f"(scored 2026-11-28: {tmp_path / 'equitabpfn-small.json'})" in verdict
     assert any(line.startswith("  >10-class mean: not measured") for line in lines)  # what is not met, alone
     assert "  iris: +1.00 points vs LogisticRegression (bar >= -1.0): met" not in lines
     unscored = next(line for line in lines if line.startswith("tabpfn-star-small.pt: not scored"))
@@ -171,7 +195,7 @@ def test_info_leads_with_the_checkpoints_and_their_quality(tmp_path, monkeypatch
     assert list(position.values()) == sorted(position.values())
     assert "step ranges" not in text and "steps by hardware" not in text and "--verbose" in lines[-1]
 
-    _quality_file(tmp_path, "model/tabpfn-star-small.pt", "tabpfn-star", 0.90)  # iris 5 points behind LR
+    _quality_file(tmp_path, "tabpfn-star", 0.90)  # iris 5 points behind LR
     lines = runner.invoke(app, ["info", "--verbose"]).stdout.splitlines()
     assert "bar not met" in next(line for line in lines if line.startswith("│ tabpfn-star-small.pt"))
     assert "  iris: +1.00 points vs LogisticRegression (bar >= -1.0): met" in lines
@@ -184,3 +208,11 @@ def test_info_leads_with_the_checkpoints_and_their_quality(tmp_path, monkeypatch
     equi = next(card for card in data["checkpoints"] if card["file"] == "equitabpfn-small.pt")
     assert equi["quality"]["met"] is True and equi["quality"]["checkpoint"] == "model/equitabpfn-small.pt"
     assert len(equi["quality"]["criteria"]) == 4 and equi["hardware_history"] and equi["metrics"]["iris_accuracy"]
+
+    _quality_file(tmp_path, "tabpfn-star", 0.96, sha256="0" * 64)  # the scorecard of another file
+    lines = runner.invoke(app, ["info"]).stdout.splitlines()
+    stale = next(line for line in lines if line.startswith("tabpfn-star-small.pt: not scored"))
+    assert "(it scored another file (sha256 000000000000...);" in stale
+    (tmp_path / "tabpfn-star-small.json").write_text("# Quality bar of model/tabpfn-star-small.pt")
+    lines = runner.invoke(app, ["info"]).stdout.splitlines()
+    assert "not an `equibench score` JSON scorecard" in next(line for line in lines if line.startswith("tabpfn-star-small.pt"))

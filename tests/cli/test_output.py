@@ -60,7 +60,7 @@ def test_progress_bars_are_on_stderr(tmp_path):
     assert "loss" in result.stderr and "datasets/s" in result.stderr
     assert "datasets/s" not in result.stdout and "model written to" in result.stdout
     # piped, the progress line keeps every column (the shared stderr console: never cut at 80)
-    columns = r"equitabpfn-tiny ━+ 2/2 loss \S+ +lr \S+ +\S+ datasets/s +prior \d+% \d:\d\d:\d\d \d:\d\d:\d\d"
+    columns = r"equitabpfn-tiny ━+ 2/2 \d:\d\d:\d\d \d:\d\d:\d\d loss \S+ +lr \S+ +\S+ datasets/s +prior \d+%"
     assert re.fullmatch(columns, result.stderr.splitlines()[-1]), result.stderr
     from make_fixtures import CHECKPOINTS
 

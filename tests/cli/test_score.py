@@ -1,5 +1,6 @@
-"""`equibench score`: the tables and verdict on stdout (or JSON), the exit status by verdict,
-and one `error:` line for bad input."""
+"""`equibench score`: the tables and verdict on stdout (or JSON), the scorecard written as
+Markdown and JSON with the command, the exit status by verdict, and one `error:` line for bad
+input."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typer.testing import CliRunner
 
 from equibench.cli import app
 from equibench.cli.scoring import NOT_MET_EXIT_CODE
-from equibench.pretrain import Scorecard, evaluate_criteria, scorecard, validation
-from equibench.pretrain.scorecard import COLUMNS
+from equibench.pretrain import validation
+from equibench.scoring import Scorecard, evaluate_criteria, run
+from equibench.scoring.bar import COLUMNS
 
 
 def _tiny_iris(return_X_y=True):
@@ -26,7 +28,8 @@ def _tiny_iris(return_X_y=True):
 def _card(ours: float) -> Scorecard:
     rows = [("bundled", "iris", "iris", 0, "EquiTabPFN", ours), ("bundled", "iris", "iris", 0, "LogisticRegression", 0.9)]
     scores = pd.DataFrame(rows, columns=list(COLUMNS))
-    return Scorecard(checkpoint="m.pt", arch="equitabpfn", scores=scores, criteria=evaluate_criteria(scores, "EquiTabPFN"))
+    return Scorecard(checkpoint="m.pt", arch="equitabpfn", scores=scores, criteria=evaluate_criteria(scores, "EquiTabPFN"),
+                     sha256="ab" * 32, date="2026-11-28T12:00:00+00:00", machine="AMD EPYC (2 cores)", seconds=3.0)
 
 
 @pytest.fixture
@@ -36,10 +39,9 @@ def scored(monkeypatch):
 
     def fake(checkpoint, **kwargs):
         calls.update(checkpoint=checkpoint, **kwargs)
-        kwargs["progress"](0, 1, "iris fold 0")
         return calls["card"]
 
-    monkeypatch.setattr(scorecard, "score_checkpoint", fake)
+    monkeypatch.setattr(run, "score_checkpoint", fake)
     return calls
 
 
@@ -47,17 +49,34 @@ def test_exit_status_follows_the_verdict(scored, tmp_path):
     runner = CliRunner()
     scored["card"] = _card(0.95)
     result = runner.invoke(app, ["score", "m.pt", "--folds", "3", "--threads", "2", "--n-estimators", "1",
-                                 "--out", str(tmp_path / "score.md"), "--no-progress"])
+                                 "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "- EquiTabPFN iris: +5.00 points vs LogisticRegression (bar >= -1.0): met" in result.stdout
     assert "criteria were not measured" in result.stdout and "meets the bar" in result.stdout
-    assert (tmp_path / "score.md").read_text() == scored["card"].to_markdown()
     assert scored["folds"] == (3,) and scored["threads"] == 2 and scored["n_estimators"] == 1
-    assert scored["openml_cache"] is None and str(scored["checkpoint"]) == "m.pt"
+    assert scored["openml_cache"] is None and str(scored["checkpoint"]) == "m.pt" and scored["progress"] is False
     scored["card"] = _card(0.85)
     result = runner.invoke(app, ["score", "m.pt", "--no-progress"])
     assert result.exit_code == NOT_MET_EXIT_CODE == 3
     assert "NOT met" in result.stdout and "does NOT meet the bar" in result.stdout
+
+
+def test_out_writes_the_markdown_and_the_json_with_the_command(scored, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scored["card"] = _card(0.95)
+    args = ["score", "m.pt", "--n-estimators", "2", "--out", "q.md", "--no-progress", "--out", "q.json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    command = "equibench score m.pt --n-estimators 2 --out q.md --out q.json --no-progress"  # the options' order
+    data = json.loads((tmp_path / "q.json").read_text())
+    assert data == {**scored["card"].to_dict(), "command": command}
+    assert data["sha256"] == "ab" * 32 and data["date"] and data["machine"] and data["seconds"] == 3.0
+    assert [(c["name"], c["met"]) for c in data["criteria"]][0] == ("iris", True)
+    assert data["scores"][0] == {"group": "bundled", "task": "iris", "dataset": "iris", "fold": 0,
+                                 "method": "EquiTabPFN", "accuracy": 0.95}
+    markdown = (tmp_path / "q.md").read_text()
+    assert markdown == Scorecard.from_dict(data).to_markdown() and f"Command: `{command}`" in markdown
+    assert result.stdout == markdown + "\n"
 
 
 def test_json_output_is_one_document(scored):
@@ -74,7 +93,7 @@ def test_a_tiny_checkpoint_is_scored_end_to_end(monkeypatch, tiny_equi_path):
     result = CliRunner().invoke(app, ["score", str(tiny_equi_path), "--n-estimators", "1", "--device", "cpu"])
     assert result.exit_code in (0, NOT_MET_EXIT_CODE), result.output
     assert "| iris |" in result.stdout and "EquiTabPFN iris:" in result.stdout
-    assert "5/5" in result.stderr  # the progress bar, on stderr
+    assert "5/5" in result.stderr  # the progress, on stderr
 
 
 @pytest.mark.parametrize("args, message", [
@@ -99,7 +118,8 @@ def test_bad_input_is_one_error_line_and_status_2(args, message, tmp_path, monke
 
 
 @pytest.mark.parametrize("out, message", [
-    ("reports", "--out 'reports' is a folder; give a file path for the Markdown, e.g. 'reports/score.md'"),
+    ("reports", "--out 'reports' is a folder; give a file path, e.g. 'reports/score.md'"),
+    ("score.txt", "--out 'score.txt': the file name must end in .md (Markdown) or .json (JSON), e.g. 'score.md'"),
     ("nowhere/score.md", "the folder 'nowhere' does not exist; create it first"),
     ("locked/score.md", "the folder 'locked' is not writable; choose another place"),
 ])

@@ -16,8 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from equibench.cli import app
+from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.evaluate.backends import DaskBackend, LocalBackend, make_backend
-from equibench.evaluate.run import EvaluateConfig, _task_infos, estimated_cost, evaluate
+from equibench.evaluate.plan import estimated_cost, task_infos
 from equibench.tasks.suites import load_suite
 
 pytest.importorskip("distributed")
@@ -34,8 +35,8 @@ METRICS = ["task_id", "fold", "method", "variant", "status", "accuracy", "auc", 
 def _config(**changes) -> EvaluateConfig:
     return EvaluateConfig(**{
         "suite": "demo", "methods": ("knn", "linear-model", "decision-tree", "equitabpfn"), "folds": (0,),
-        "equitabpfn_checkpoint": str(DATA / "tiny-equitabpfn.pt"),
-        "tabpfn_star_checkpoint": str(DATA / "tiny-tabpfn-star.pt"), **changes,
+        "weights": {"equitabpfn": str(DATA / "tiny-equitabpfn.pt"), "tabpfn-star": str(DATA / "tiny-tabpfn-star.pt")},
+        **changes,
     })
 
 
@@ -95,7 +96,7 @@ def test_cells_go_longest_first_on_parallel_backends(tmp_path):
 
     config = _config(methods=("knn", "equitabpfn"))
     evaluate(config, tmp_path, backend=Recording(), progress=False)
-    infos = _task_infos(load_suite("demo"), None)
+    infos = task_infos(load_suite("demo"), None)
     costs = [estimated_cost(cell, infos[cell.task_id]) for cell in submitted]
     assert len(submitted) == 12 and costs == sorted(costs, reverse=True)
     # by n_train x n_classes x method: EquiTabPFN on the 30-class task first, KNN on iris last
@@ -166,7 +167,7 @@ def test_a_cell_that_kills_its_workers_ends_as_a_failed_row(tmp_path):
 def test_resume_after_the_client_and_its_cluster_are_killed(tmp_path):
     command = [
         sys.executable, "-m", "equibench.cli", "evaluate", "--suite", "demo", "--methods", "knn,linear-model,equitabpfn",
-        "--folds", "0-2", "--equitabpfn-checkpoint", str(DATA / "tiny-equitabpfn.pt"),
+        "--folds", "0-2", "--weights", f"equitabpfn={DATA / 'tiny-equitabpfn.pt'}",
         "--scheduler", "local:2", "--out", str(tmp_path / "run"), "--no-progress",
     ]
     stderr = tmp_path / "stderr.txt"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -26,10 +27,12 @@ from typer.testing import CliRunner
 from equibench.baselines import knn as knn_module
 from equibench.baselines.knn import KNNMethod
 from equibench.cli import app
+from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.evaluate.backends import LocalBackend
+from equibench.evaluate.config import prepared_settings
 from equibench.evaluate.metrics import cell_metrics
+from equibench.evaluate.plan import plan_cells, task_infos
 from equibench.evaluate.results_store import ResultsStore
-from equibench.evaluate.run import EvaluateConfig, _task_infos, evaluate, plan_cells, prepared_settings
 from equibench.evaluate.tabzilla import TabZillaPreprocessor
 from equibench.model import default_checkpoint
 from equibench.tasks.suites import load_suite
@@ -43,11 +46,11 @@ QUICK = dict(suite="demo", methods=("knn", "linear-model"), folds=(0,))
 
 
 def _tiny(**changes):
-    """Both PFNs on the tiny fixed checkpoints, so tests never depend on the shipped ones."""
-    return EvaluateConfig(**{
-        **QUICK, "equitabpfn_checkpoint": str(DATA / "tiny-equitabpfn.pt"),
-        "tabpfn_star_checkpoint": str(DATA / "tiny-tabpfn-star.pt"), **changes,
-    })
+    """Both PFNs on the tiny fixed checkpoints (``weights`` in ``changes`` replaces some), so
+    tests never depend on the shipped ones."""
+    weights = {"equitabpfn": str(DATA / "tiny-equitabpfn.pt"), "tabpfn-star": str(DATA / "tiny-tabpfn-star.pt"),
+               **changes.pop("weights", {})}
+    return EvaluateConfig(**{**QUICK, "weights": weights, **changes})
 
 
 # -- preprocessing, alignment, metrics -----------------------------------------------------
@@ -165,6 +168,17 @@ def test_evaluate_writes_the_table_probabilities_and_manifest(tmp_path):
     # a second run has nothing left to do and duplicates nothing
     again = evaluate(_tiny(methods=("knn", "equitabpfn", "tabpfn-star")), tmp_path, progress=False)
     assert again.pending == [] and len(pd.read_csv(tmp_path / "results.csv")) == 18
+
+
+def test_a_run_and_a_dry_run_load_their_suite_once(tmp_path, monkeypatch):
+    loads = []
+    for module in [module for name, module in sys.modules.items() if name.startswith("equibench.evaluate")]:
+        if hasattr(module, "load_suite"):
+            load = module.load_suite
+            monkeypatch.setattr(module, "load_suite", lambda name, load=load: loads.append(name) or load(name))
+    for dry_run in (True, False):
+        evaluate(_tiny(methods=("knn",)), tmp_path, dry_run=dry_run, progress=False)
+    assert loads == ["demo", "demo"]
 
 
 def test_same_seed_same_numbers_and_parallel_jobs_agree(tmp_path):
@@ -351,6 +365,10 @@ def test_the_committed_demo_store_reads_with_the_typed_settings(monkeypatch):
     monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
     manifest = json.loads((COMMITTED / "manifest.json").read_text())
     recorded = manifest["invocations"][-1]["config"]
+    # recorded before `weights` replaced the per-method options, none of which was set
+    unset = {"tabpfn_weights": None, "tabicl_checkpoint": None, "official_checkpoint": None,
+             "equitabpfn_checkpoint": "default", "tabpfn_star_checkpoint": "default"}
+    assert {key: recorded.pop(key, value) for key, value in unset.items()} == unset
     config = EvaluateConfig(**{key: tuple(value) if isinstance(value, list) else value for key, value in recorded.items()})
     settings = prepared_settings(config)
     recorded_methods = manifest["settings"]["methods"]
@@ -361,7 +379,7 @@ def test_the_committed_demo_store_reads_with_the_typed_settings(monkeypatch):
             for name, fingerprint in recorded_methods.items()} == {
         name: method.fingerprint() for name, method in settings.items()}
     suite = load_suite(config.suite)
-    cells = plan_cells(config, suite, _task_infos(suite, None), settings)
+    cells = plan_cells(config, suite, task_infos(suite, None), settings)
     assert len(cells) == 6 * 10 * 2 and {cell.key for cell in cells} <= ResultsStore(COMMITTED).finished_keys()
 
 
@@ -369,11 +387,11 @@ def test_resuming_with_different_settings_is_refused_or_replaces(tmp_path):
     evaluate(_tiny(methods=("knn", "tabpfn-star")), tmp_path, progress=False)
     with pytest.raises(ValueError, match="made with seed 0"):
         evaluate(_tiny(methods=("knn",), seed=1), tmp_path, progress=False)
-    other = _tiny(methods=("knn", "tabpfn-star"), tabpfn_star_checkpoint=str(default_checkpoint("tabpfn-star")))
+    other = _tiny(methods=("knn", "tabpfn-star"), weights={"tabpfn-star": str(default_checkpoint("tabpfn-star"))})
     with pytest.raises(ValueError, match="results of tabpfn-star made with different settings.*rerun_changed"):
         evaluate(other, tmp_path, progress=False)
     # adding a method is fine; changing the EquiTabPFN checkpoint is too while it has no cells
-    evaluate(_tiny(methods=("knn", "linear-model"), equitabpfn_checkpoint=str(default_checkpoint("equitabpfn"))),
+    evaluate(_tiny(methods=("knn", "linear-model"), weights={"equitabpfn": str(default_checkpoint("equitabpfn"))}),
              tmp_path, progress=False)
     before = pd.read_csv(tmp_path / "results.csv")
     summary = evaluate(other, tmp_path, progress=False, rerun_changed=True)
@@ -388,8 +406,8 @@ def test_resuming_with_different_settings_is_refused_or_replaces(tmp_path):
     (["--jobs", "0"], "jobs must be at least 1"),
     (["--threads-per-cell", "0"], "must be at least 1, got 0"),
     (["--ensembles", "0"], "ensemble sizes must be positive"),
-    (["--equitabpfn-checkpoint", "/no/such.pt"], "does not exist"),
-    (["--equitabpfn-checkpoint", str(DATA / "tiny-tabpfn-star.pt")], "not equitabpfn"),
+    (["--weights", "equitabpfn=/no/such.pt"], "does not exist"),
+    (["--weights", f"equitabpfn={DATA / 'tiny-tabpfn-star.pt'}"], "not equitabpfn"),
     (["--folds", "10"], "folds 0..9"),
 ])
 def test_cli_bad_input(tmp_path, args, message):
@@ -435,8 +453,8 @@ def _alive(pid: int) -> bool:
 def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
     command = [
         sys.executable, "-m", "equibench.cli", "evaluate", "--suite", "demo", "--methods", "knn,linear-model,equitabpfn",
-        "--folds", "0-1", "--equitabpfn-checkpoint", str(DATA / "tiny-equitabpfn.pt"),
-        "--tabpfn-star-checkpoint", str(DATA / "tiny-tabpfn-star.pt"), "--out", str(tmp_path / "run"), "--no-progress",
+        "--folds", "0-1", "--weights", f"equitabpfn={DATA / 'tiny-equitabpfn.pt'}",
+        "--weights", f"tabpfn-star={DATA / 'tiny-tabpfn-star.pt'}", "--out", str(tmp_path / "run"), "--no-progress",
         "--jobs", "2",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -483,12 +501,14 @@ def test_resume_after_sigkill_loses_nothing_and_duplicates_nothing(tmp_path):
 def test_a_killed_worker_process_fails_its_cells_and_the_run_goes_on(tmp_path):
     config = _tiny(methods=("knn", "linear-model", "decision-tree"), folds=(0, 1, 2))
     backend = LocalBackend(2)
+    others = {child.pid for child in multiprocessing.active_children()}  # children that are not the pool's
 
     def kill_a_worker():
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if list((tmp_path / "cells").glob("*.json")) and backend.executor._processes:
-                os.kill(next(iter(backend.executor._processes)), signal.SIGKILL)
+            workers = [child.pid for child in multiprocessing.active_children() if child.pid not in others]
+            if list((tmp_path / "cells").glob("*.json")) and workers:
+                os.kill(workers[0], signal.SIGKILL)
                 return
             time.sleep(0.01)
 

@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 from equibench.cli import app
 from equibench.cli.evaluation import default_out
 from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.evaluate.config import prepared_settings, run_fingerprint
+from equibench.evaluate.progress import CellsRemainingColumn
 from equibench.evaluate.results_store import ResultsStore
-from equibench.evaluate.run import CellsRemainingColumn, _fingerprint, prepared_settings
 from equibench.evaluate.run_manifest import methods_to_rerun
 from equibench.tasks.cache_check import server_dir
 from equibench.tasks.download import DownloadOptions, download_tasks
@@ -84,7 +85,7 @@ def test_the_committed_manifests_say_how_their_cells_were_made_and_resume(folder
     assert {fingerprint.get("threads_per_cell") for fingerprint in methods.values()} == {1}
     assert "threads_per_cell 1" in manifest["migrations"][0]["change"]
     config = EvaluateConfig(suite=str(ROOT / suite) if suite.endswith(".toml") else suite)
-    current = _fingerprint(config, prepared_settings(config), load_suite(config.suite))
+    current = run_fingerprint(config, prepared_settings(config), load_suite(config.suite))
     stored = {row["method"] for row in ResultsStore(RESULTS / folder).rows()}
     assert methods_to_rerun(RESULTS / folder, manifest["settings"], current, stored, tuple(methods),
                             rerun_changed=False) == []
@@ -113,7 +114,10 @@ def test_the_run_ends_with_counts_accuracy_skip_reasons_and_the_next_command(tmp
     accuracy = pd.read_csv(out / "results.csv").query("method == 'knn'").accuracy.mean()
     assert knn == ["knn", "6", "0", "0", f"{accuracy:.3f}"]
     skipped = [line for line in lines if "skipped:" in line]
-    assert len(skipped) == 1 and skipped[0].startswith("tabpfn-v1, tabpfn-v2: 12 cells skipped: no weights")
+    assert skipped == [f"{name}: 6 cells skipped: no weights: pass --weights {name}=DIR or set EQUIBENCH_TABPFN_WEIGHTS: "
+                       f"a folder with the TabPFN {name[-2:]} weights ({folder})" for name, folder in (
+                           ("tabpfn-v1", "models_diff/prior_diff_real_checkpoint_n_0_epoch_42.cpkt"),
+                           ("tabpfn-v2", "tabpfn-v2-classifier*.ckpt"))]
     assert lines[-1] == f"next: equibench report --results {out} --out {out / 'report'}"
     assert result.stderr == ""  # nothing went wrong, and no bar with --no-progress
 
@@ -123,7 +127,7 @@ def test_progress_names_the_running_cell_and_the_time_left_from_the_first_cell_o
     console = Console(file=screen, force_terminal=True, width=160, color_system=None)
     evaluate(EvaluateConfig(suite="demo", methods=("knn",), folds=(0,)), tmp_path, console=console)
     text = screen.getvalue()
-    assert "running demo-iris knn fold 0 on 1 worker" in text and "running demo-digits knn fold 0" in text
+    assert "running on 1 worker: demo-iris knn fold 0" in text and "running on 1 worker: demo-digits knn fold 0" in text
     assert "6/6" in text and "ETA 0:00:00" in text
     progress = Progress()
     task_id = progress.add_task("cells", total=10)
@@ -147,12 +151,12 @@ def test_the_summary_of_a_run_has_a_short_repr(tmp_path):
 # -- missing tasks: not cached, no server --------------------------------------------------
 
 def test_missing_tasks_are_named_once_per_cause_and_write_no_rows(tmp_path, cache, offline, monkeypatch):
-    import equibench.evaluate.run as run_module
+    import equibench.evaluate.plan as plan_module
 
     suite = _suite(tmp_path, "101, 104, 102, 105")
     asked = []
-    load = run_module.load_task
-    monkeypatch.setattr(run_module, "load_task", lambda task_id, *a: asked.append(task_id) or load(task_id, *a))
+    load = plan_module.load_task
+    monkeypatch.setattr(plan_module, "load_task", lambda task_id, *a: asked.append(task_id) or load(task_id, *a))
     out = tmp_path / "out"
     key = "fixtures__104__fold0__knn__default"  # a failed row an older equibench wrote for a missing task
     ResultsStore(out).write(key, {"suite": "fixtures", "task_id": "104", "fold": 0, "method": "knn",

@@ -33,7 +33,7 @@ def test_converted_network_gives_the_official_logits(official, converted, case):
     torch.testing.assert_close(exact, expected, rtol=0, atol=1e-12)
     torch.testing.assert_close(chunked.double(), expected, rtol=0, atol=1e-12)  # indicator over train + test rows
     torch.testing.assert_close(single.double(), expected, rtol=0, atol=1e-5)
-    assert network.config.official and network.config.min_class_slots == 10 and network.config.n_heads == 2
+    assert network.config.computes_released_network and network.config.min_class_slots == 10 and network.config.n_heads == 2
     assert "licence" in card.notes and card.training["class_slots"] == 10
 
 

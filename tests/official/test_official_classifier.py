@@ -68,14 +68,16 @@ def test_method_is_skipped_without_the_file_and_refuses_other_checkpoints(tiny_e
     monkeypatch.delenv("EQUIBENCH_OFFICIAL_CHECKPOINT", raising=False)
     settings = OfficialEquiTabPFNSettings.from_options(MethodOptions())
     assert OfficialEquiTabPFNMethod.prepare(settings) == settings
-    with pytest.raises(MethodUnavailableError, match="no weights: set official_checkpoint"):
+    with pytest.raises(MethodUnavailableError, match=r"no weights: pass weights=\{'equitabpfn-official': FILE\} or "
+                                                     "set EQUIBENCH_OFFICIAL_CHECKPOINT"):
         OfficialEquiTabPFNMethod(n_classes=2, settings=settings).fit(X, y)
     monkeypatch.setenv("EQUIBENCH_OFFICIAL_CHECKPOINT", str(tmp_path / "absent.pt"))
     settings = OfficialEquiTabPFNMethod.prepare(OfficialEquiTabPFNSettings.from_options(MethodOptions()))
     with pytest.raises(MethodUnavailableError, match="absent.pt' is not a file"):
         OfficialEquiTabPFNMethod(n_classes=2, settings=settings).fit(X, y)
-    with pytest.raises(CheckpointError, match="trained by equibench, not the authors' converted one"):
+    with pytest.raises(CheckpointError, match="trained by equibench, not the authors' converted one") as caught:
         OfficialEquiTabPFNMethod.prepare(OfficialEquiTabPFNSettings(checkpoint=str(tiny_equi_path)))
+    assert str(caught.value).startswith(f"weights={{'equitabpfn-official': {str(tiny_equi_path)!r}}} holds")
 
 
 def test_methods_lists_it_with_its_weights_option():
@@ -85,4 +87,5 @@ def test_methods_lists_it_with_its_weights_option():
 
     methods = json.loads(CliRunner().invoke(app, ["methods", "--json"]).stdout)
     row = next(row for row in methods if row["method"] == "equitabpfn-official")
-    assert row["needs_weights"] and row["weights_option"] == "--official-checkpoint"
+    assert row["needs_weights"] and row["weights_option"] == "--weights equitabpfn-official=FILE"
+    assert row["weights_env"] == "EQUIBENCH_OFFICIAL_CHECKPOINT"

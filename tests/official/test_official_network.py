@@ -1,4 +1,4 @@
-"""The official variant of EquiTabPFN (``official=True``, ghost class slots): exactly
+"""The official variant of EquiTabPFN (the released network's settings, ghost class slots): exactly
 class-equivariant, its pieces compute its forward, and its missing-value indicator is the
 official one."""
 
@@ -9,13 +9,14 @@ import torch
 
 from equibench.errors import InvalidInputError
 from equibench.model import EquiTabPFN, size_config
+from equibench.model.config import RELEASED_NETWORK
 from equibench.model.inference import ChunkPlan
 from equibench.model.layers import official_missing_indicator_features
 
 
 def _official(min_class_slots: int = 10) -> EquiTabPFN:
     torch.manual_seed(0)
-    return EquiTabPFN(size_config("tiny", official=True, min_class_slots=min_class_slots)).double().eval()
+    return EquiTabPFN(size_config("tiny", min_class_slots=min_class_slots, **RELEASED_NETWORK)).double().eval()
 
 
 def _problem(n_classes: int, nans: bool = True, n_train: int = 30, n_test: int = 9):

@@ -11,7 +11,13 @@ from typer.testing import CliRunner
 from equibench.cli import app
 from equibench.errors import InvalidInputError
 from equibench.pretrain import pretrain
-from equibench.pretrain.curves import EQUIVARIANCE_ERROR, plot_training_curves, read_lineage, run_labels
+from equibench.pretrain.curves import (
+    EQUIVARIANCE_ERROR,
+    EQUIVARIANCE_SPREAD,
+    plot_training_curves,
+    read_lineage,
+    run_labels,
+)
 
 from .common import PRIOR, tiny_config
 
@@ -68,6 +74,13 @@ def test_the_equivariance_error_observed_while_training_is_logged_and_drawn(tmp_
     assert (errors["tabpfn-star"] > 0).all()
     plot_training_curves({"equi": tmp_path / "equitabpfn", "star": tmp_path / "tabpfn-star"}, tmp_path / "with.png")
     log = tmp_path / "tabpfn-star" / "log.jsonl"
+    assert all(line["prior_equivariance_error_std"] >= 0 for line in map(json.loads, log.read_text().splitlines())
+               if line["kind"] == "validation")
+    plot_training_curves({"star": tmp_path / "tabpfn-star"}, tmp_path / "band.png")
+    log.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != EQUIVARIANCE_SPREAD}) + "\n"
+                           for line in log.read_text().splitlines()))
+    plot_training_curves({"star": tmp_path / "tabpfn-star"}, tmp_path / "no-band.png")
+    assert (tmp_path / "band.png").read_bytes() != (tmp_path / "no-band.png").read_bytes()  # the band is drawn
     log.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != EQUIVARIANCE_ERROR}) + "\n"
                            for line in log.read_text().splitlines()))
     plot_training_curves({"star": tmp_path / "tabpfn-star"}, tmp_path / "without.png")

@@ -82,3 +82,41 @@ def test_a_killed_worker_stops_the_stream_with_one_clear_error():
                 next(drawn)
     finally:
         drawn.close()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_stops_the_pools_own_workers_and_no_other_process():
+    """The pool's other worker is killed with the broken pool (it ignores SIGTERM), by the pool
+    itself: a process this one started meanwhile for something else keeps running."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    from concurrency import alive
+
+    from equibench.errors import WorkerLostError
+
+    others = {child.pid for child in multiprocessing.active_children()}
+    drawn = prior_batches(PRIOR, tiny_config(prior_workers=2), torch.Generator().manual_seed(5), "cpu", first_step=1)
+    bystander = None
+    try:
+        next(drawn)
+        workers = {child.pid for child in multiprocessing.active_children()} - others
+        assert len(workers) == 2
+        bystander = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(120,), daemon=True)
+        bystander.start()
+        os.kill(min(workers), signal.SIGKILL)
+        with pytest.raises(WorkerLostError):
+            for _ in range(50):
+                next(drawn)
+        deadline = time.monotonic() + 15
+        while alive(workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(workers)
+        assert bystander.is_alive(), "a process that is not one of the pool's workers was killed"
+    finally:
+        drawn.close()
+        if bystander is not None:
+            bystander.kill()
+            bystander.join()

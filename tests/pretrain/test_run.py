@@ -276,3 +276,17 @@ def test_the_quick_start_validates_on_the_prior_only_and_prints_the_validation_l
     assert "prior_loss" in validations and "iris_accuracy" not in validations
     assert "validation loss (fixed prior batches) " in result.stdout and " at step 0 -> " in result.stdout
     assert "demo of the training loop" in result.stdout
+
+
+def test_the_progress_bar_keeps_its_times_on_an_80_column_terminal(tmp_path):
+    """A narrow terminal cuts the statistics at the end, never the elapsed and remaining times."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
+    pretrain(tiny_config(steps=3), PRIOR, tmp_path / "run", progress=True, console=console)
+    lines = [line for line in console.file.getvalue().splitlines() if "3/3" in line]
+    assert any(len(re.findall(r"\d+:\d\d:\d\d", line)) == 2 for line in lines), lines
+    assert not any(re.search(r"\d…", line) for line in lines), lines  # no time cut short

@@ -162,6 +162,22 @@ def test_a_failing_server_is_retried_with_backoff_then_recovers(tmp_path, monkey
         assert summary.results[0].status == "downloaded"
 
 
+def test_the_waits_double_up_to_60_s_and_each_retry_is_announced(tmp_path, monkeypatch):
+    waits = []
+    monkeypatch.setattr(download_module, "sleep", waits.append)
+    output = io.StringIO()
+    with OpenMLServer(_documents()) as server:
+        server.fail("/task/101", *[Fault("status", 503)] * 3)
+        summary = download_tasks(["101"], tmp_path / "cache", _options(server, retries=3, backoff_s=20.0),
+                                 progress=False, console=Console(file=output, soft_wrap=True))
+    assert [(r.status, r.attempts) for r in summary.results] == [("downloaded", 4)]
+    assert waits == [20.0, 40.0, 60.0]  # doubling, at most MAX_BACKOFF_S
+    lines = output.getvalue().splitlines()
+    assert [line.split("; ", 1)[1] for line in lines] == [
+        "retrying in 20 s (attempt 2 of 4)", "retrying in 40 s (attempt 3 of 4)", "retrying in 60 s (attempt 4 of 4)"]
+    assert all(line.startswith("task 101: HTTPError: 503 Service Unavailable from ") for line in lines)
+
+
 def test_the_timeout_and_the_5xx_errors_apply_to_openmls_sessions_only(tmp_path):
     """No process-wide patch of requests: during a download, another caller's session still
     gets a 503 as an answer and waits as long as it asks; openml's sessions raise it and time out."""
@@ -272,7 +288,7 @@ def test_evaluate_runs_on_the_downloaded_cache_with_no_server(tmp_path, monkeypa
     output = io.StringIO()
     config = EvaluateConfig(
         suite=str(tmp_path / "suite.yaml"), methods=("knn", "decision-tree"), folds=(0, 1), openml_cache=str(cache),
-        equitabpfn_checkpoint=str(DATA / "tiny-equitabpfn.pt"), tabpfn_star_checkpoint=str(DATA / "tiny-tabpfn-star.pt"),
+        weights={"equitabpfn": str(DATA / "tiny-equitabpfn.pt"), "tabpfn-star": str(DATA / "tiny-tabpfn-star.pt")},
     )
     summary = evaluate(config, tmp_path / "out", progress=False, console=Console(file=output, soft_wrap=True))
     assert "lacks 1 of the suite's 4 OpenML tasks (104)" in output.getvalue()

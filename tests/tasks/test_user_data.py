@@ -18,7 +18,7 @@ from equibench.tasks.suites import load_suite, load_task
 from equibench.tasks.task import stratified_folds
 
 DATA = Path(__file__).parents[1] / "data"
-TINY = {"equitabpfn_checkpoint": str(DATA / "tiny-equitabpfn.pt"), "tabpfn_star_checkpoint": str(DATA / "tiny-tabpfn-star.pt")}
+TINY = {"weights": {"equitabpfn": str(DATA / "tiny-equitabpfn.pt"), "tabpfn-star": str(DATA / "tiny-tabpfn-star.pt")}}
 
 
 def _table(n=120, seed=0) -> pd.DataFrame:
@@ -138,7 +138,7 @@ def test_cli_evaluates_a_csv_end_to_end_resumes_and_reports(tmp_path):
     suite = _suite(tmp_path, '{file = "data.csv", target = "outcome", folds = "fold", name = "patients"}')
     out = tmp_path / "out"
     args = ["evaluate", "--suite", str(suite), "--out", str(out), "--methods", "knn,equitabpfn", "--folds", "0,1",
-            "--equitabpfn-checkpoint", TINY["equitabpfn_checkpoint"], "--no-progress"]
+            "--weights", f"equitabpfn={TINY['weights']['equitabpfn']}", "--no-progress"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = pd.read_csv(out / "results.csv", dtype={"task_id": str})

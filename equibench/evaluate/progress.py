@@ -1,0 +1,100 @@
+"""The run's progress: a bar of the cells done, with a time left from their estimated cost, and
+below it the cells running now and how many wait for a worker."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
+
+from ..progress import Progress, remaining_s
+from .cells import Cell
+
+#: At most this many running cells are named under the bar; the others are counted.
+NAMED_CELLS = 2
+
+
+class CellsWork:
+    """A run's work as the estimated cost of its cells (see ``plan.estimated_cost``), for its
+    time left (``equibench.progress.remaining_s``): the cost of the finished cells, and that
+    and the cost of the cells left. Cells stored before the run are not part of it. A skipped
+    cell (no weights, a missing package) ran no model: its cost, and that of the cells left
+    of its method and variant, which skip alike, leave the work."""
+
+    def __init__(self, costs: dict[Cell, float]):
+        self.costs = costs  # cell -> estimated cost, for every cell of the run
+        self.left = dict(costs)  # the cells not finished, less those of skipped variants
+        self.done = 0.0
+
+    def finish(self, cell: Cell, status: str) -> None:
+        """Count ``cell`` as finished with ``status`` (``ok``, ``skipped``, ``failed``)."""
+        self.left.pop(cell, None)
+        if status != "skipped":
+            self.done += self.costs[cell]
+            return
+        for other in [other for other in self.left if (other.method, other.variant) == (cell.method, cell.variant)]:
+            del self.left[other]
+
+    def fields(self) -> dict[str, float]:
+        """The task fields the time left comes from (``equibench.progress.WORK_FIELDS``)."""
+        return {"work_done": self.done, "work_total": self.done + sum(self.left.values())}
+
+
+class CellsRemainingColumn(TimeRemainingColumn):
+    """The time left from the time so far and the work done and left (see
+    ``equibench.progress.remaining_s``): rich's own estimate uses the progress of the last 30 s
+    only, so cells slower than that would never give one, and counts every cell alike. Shown
+    from the first finished cell on."""
+
+    def render(self, task) -> Text:
+        if task.finished:
+            return super().render(task)
+        seconds = remaining_s(task)
+        if seconds is None:
+            return Text("-:--:--", style="progress.remaining")
+        minutes, seconds = divmod(int(seconds), 60)
+        hours, minutes = divmod(minutes, 60)
+        return Text(f"{hours:d}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
+
+
+def progress_columns(console: Console) -> tuple:
+    """The bar fills a terminal's width (40 characters when piped)."""
+    return (
+        TextColumn("[bold]{task.description}"), BarColumn(bar_width=None if console.is_terminal else 40),
+        MofNCompleteColumn(),
+        TextColumn("ok {task.fields[ok]} skipped {task.fields[skipped]} [red]failed {task.fields[failed]}[/red]"),
+        TimeElapsedColumn(), TextColumn("ETA"), CellsRemainingColumn(),
+    )
+
+
+class CellsProgress(Progress):
+    """The run's bar, and below it the cells running now (``running`` field of the task)."""
+
+    def get_renderables(self):
+        yield self.make_tasks_table(self.tasks)
+        for task in self.tasks:
+            if task.fields.get("running"):
+                yield Text.from_markup(task.fields["running"], style="dim")
+
+
+def _cell_name(cell: Cell) -> str:
+    variant = "" if cell.variant == "default" else f" {cell.variant}"
+    return f"{cell.task_id} {cell.method}{variant} fold {cell.fold}"
+
+
+def running_text(running: dict[str, Cell], workers: int) -> str:
+    """The cells running now and how many wait for a worker. ``running`` holds the cells
+    submitted and not finished, in submission order: the run keeps ``capacity()`` of them at
+    the backend (two per worker in a pool), whose workers take them in that order, so the
+    first ``workers`` run and the others are queued."""
+    cells = list(running.values())
+    if not cells:
+        return ""
+    now, queued = cells[:workers], len(cells) - min(workers, len(cells))
+    if not now:  # a Dask cluster without workers yet
+        return f"queued: {queued}, no worker yet"
+    names = ", ".join(escape(_cell_name(cell)) for cell in now[:NAMED_CELLS])
+    more = f" and {len(now) - NAMED_CELLS} more" if len(now) > NAMED_CELLS else ""
+    waiting = f" (+{queued} queued)" if queued else ""
+    return f"running on {workers} worker{'s' if workers > 1 else ''}: {names}{more}{waiting}"

@@ -1,0 +1,150 @@
+"""``--weights METHOD=PATH``: the one option that gives methods their weights, declared per
+method in the registry; its refusals, the environment variables behind it and the per-method
+flags it replaced (hidden, with a deprecation line)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from equibench.baselines.base import Method
+from equibench.baselines.registry import METHODS, MethodSpec, UserWeights, weights_methods
+from equibench.baselines.settings import MethodOptions, UserWeightsSettings
+from equibench.cli import app
+from equibench.cli.failures import with_flags
+from equibench.cli.options import weights_map
+from equibench.errors import MethodUnavailableError
+
+TAKERS = "the methods that take weights: equitabpfn, tabpfn-star, equitabpfn-official, tabpfn-v1, tabpfn-v2, tabicl"
+DEMO = ["--suite", "demo", "--folds", "0", "--jobs", "1", "--no-progress"]
+
+
+def _settings(out) -> dict:
+    return json.loads((out / "manifest.json").read_text())["settings"]["methods"]
+
+
+def test_values_are_split_at_the_first_equals_sign():
+    assert weights_map(["tabicl=a=b.ckpt", " tabpfn-v1=runs/w/"]) == {"tabicl": "a=b.ckpt", "tabpfn-v1": "runs/w/"}
+    assert weights_map(None) == {}
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--weights", "tabicl"], f"--weights takes METHOD=PATH, got 'tabicl'; {TAKERS}"),
+    (["--weights", "=x.ckpt"], f"--weights takes METHOD=PATH, got '=x.ckpt'; {TAKERS}"),
+    (["--weights", "tabicl="], f"--weights takes METHOD=PATH, got 'tabicl='; {TAKERS}"),
+    (["--weights", "nope=x"], f"--weights: 'nope' is not a method; {TAKERS}"),
+    (["--weights", "knn=x"], f"--weights: 'knn' takes no weights; {TAKERS}"),
+    (["--weights", "tabicl=a", "--weights", "tabicl=b"], "--weights gives tabicl twice ('a' and 'b'); give it once"),
+    (["--tabicl-checkpoint", "a", "--weights", "tabicl=b"],
+     "--tabicl-checkpoint and --weights tabicl=... both give tabicl's weights; keep --weights tabicl=FILE"),
+])
+def test_bad_values_are_one_line_naming_the_flag_and_the_methods(tmp_path, args, line):
+    result = CliRunner().invoke(app, ["evaluate", *DEMO, "--methods", "knn", "--out", str(tmp_path / "out"), *args])
+    assert result.exit_code == 2 and result.stderr == f"error: {line}\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", [["boundaries"], ["equivariance", "--classes", "2", "--datasets", "1"]])
+def test_the_other_commands_with_weights_refuse_alike(tmp_path, command):
+    result = CliRunner().invoke(app, [*command, "--out", str(tmp_path / "out"), "--weights", "knn=x"])
+    assert result.exit_code == 2 and result.stderr == f"error: --weights: 'knn' takes no weights; {TAKERS}\n"
+
+
+def test_a_library_message_naming_an_entry_of_weights_reads_as_the_flag():
+    evaluate = typer.main.get_command(app).commands["evaluate"]
+    assert with_flags("no weights: pass weights={'tabicl': FILE} or set X", evaluate) == \
+        "no weights: pass --weights tabicl=FILE or set X"
+    assert with_flags("weights={'tabicl': '/a b/x.ckpt'} is not a TabICL checkpoint", evaluate) == \
+        "--weights tabicl=/a b/x.ckpt is not a TabICL checkpoint"
+
+
+def test_weights_beat_the_environment_variable_which_gives_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv("EQUIBENCH_TABPFN_WEIGHTS", "/env")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["evaluate", *DEMO, "--methods", "tabpfn-v1,tabpfn-v2", "--out", str(out),
+                                      "--weights", "tabpfn-v2=/given"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert _settings(out)["tabpfn-v1"]["tabpfn_weights"] == "/env"
+    assert _settings(out)["tabpfn-v2"]["tabpfn_weights"] == "/given"
+
+
+def test_the_replaced_flags_still_work_hidden_with_a_deprecation_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["evaluate", *DEMO, "--methods", "tabpfn-v1,tabpfn-v2", "--out", str(out),
+                                      "--tabpfn-weights", str(tmp_path / "w")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ("deprecated: --tabpfn-weights goes in the next release; write --weights tabpfn-v1=DIR "
+                             "--weights tabpfn-v2=DIR\n")
+    assert {_settings(out)[name]["tabpfn_weights"] for name in ("tabpfn-v1", "tabpfn-v2")} == {str(tmp_path / "w")}
+    runner = CliRunner()
+    for command, flags in (("evaluate", ["--tabpfn-weights", "--tabicl-checkpoint", "--official-checkpoint",
+                                         "--equitabpfn-checkpoint", "--tabpfn-star-checkpoint"]),
+                           ("boundaries", ["--tabpfn-weights", "--equitabpfn-checkpoint"]),
+                           ("equivariance", ["--tabpfn-weights", "--tabicl-checkpoint"])):
+        shown = runner.invoke(app, [command, "--help"], terminal_width=400).stdout
+        assert "--weights" in shown and not any(flag in shown for flag in flags), command
+    empty = runner.invoke(app, ["evaluate", *DEMO, "--methods", "knn", "--out", str(tmp_path / "o"),
+                                "--equitabpfn-checkpoint", ""])  # refused as before, not the packaged checkpoint
+    assert empty.exit_code == 2 and empty.stderr.splitlines()[1].startswith("error: the equitabpfn checkpoint is empty")
+
+
+@dataclass(frozen=True)
+class _PriorSettings(UserWeightsSettings):
+    """A test method's settings: its weights, and what they are."""
+
+    method = "class-prior"
+    user_weights = UserWeights("a file of class counts", env="EQUIBENCH_TEST_PRIOR_WEIGHTS")
+    weights: str | None = None
+
+    @classmethod
+    def from_options(cls, options: MethodOptions) -> _PriorSettings:
+        return cls(weights=cls.given_weights(options))
+
+    def fingerprint(self) -> dict:
+        return {"weights": self.weights}
+
+
+class _ClassPrior(Method):
+    """Predicts the training classes' frequencies, once it has weights."""
+
+    name = "class-prior"
+    settings: _PriorSettings
+
+    def _fit(self, X, y, X_val, y_val, n_seen):
+        if not self.settings.weights:
+            raise MethodUnavailableError(self.settings.no_weights())
+        self.prior_ = np.bincount(y, minlength=n_seen) / len(y)
+
+    def _predict_proba(self, X):
+        return np.tile(self.prior_, (len(X), 1))
+
+
+def test_a_method_declared_in_the_registry_takes_weights_with_no_other_change(tmp_path, monkeypatch):
+    monkeypatch.setitem(METHODS, "class-prior", MethodSpec("class-prior", "ClassPrior", _PriorSettings,
+                                                           lambda: _ClassPrior, cost=1))
+    monkeypatch.delenv("EQUIBENCH_TEST_PRIOR_WEIGHTS", raising=False)
+    assert weights_methods()[-1] == "class-prior"
+    runner = CliRunner()
+    row = next(row for row in json.loads(runner.invoke(app, ["methods", "--json"]).stdout)
+               if row["method"] == "class-prior")
+    assert row["needs_weights"] and row["weights_option"] == "--weights class-prior=FILE"
+    assert row["weights_env"] == "EQUIBENCH_TEST_PRIOR_WEIGHTS"
+    evaluate = ["evaluate", *DEMO, "--methods", "class-prior"]
+    result = runner.invoke(app, [*evaluate, "--out", str(tmp_path / "none")], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert ("class-prior: 6 cells skipped: no weights: pass --weights class-prior=FILE or set "
+            "EQUIBENCH_TEST_PRIOR_WEIGHTS: a file of class counts") in result.stdout
+    result = runner.invoke(app, [*evaluate, "--out", str(tmp_path / "given"), "--weights", "class-prior=/w"])
+    assert result.exit_code == 0 and "this run: 6 ok" in result.stdout, result.output
+    assert _settings(tmp_path / "given")["class-prior"]["weights"] == "/w"
+    monkeypatch.setenv("EQUIBENCH_TEST_PRIOR_WEIGHTS", "/env")
+    result = runner.invoke(app, [*evaluate, "--out", str(tmp_path / "env")])
+    assert result.exit_code == 0 and "this run: 6 ok" in result.stdout, result.output
+    assert _settings(tmp_path / "env")["class-prior"]["weights"] == "/env"
