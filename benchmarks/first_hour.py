@@ -75,7 +75,8 @@ class StepResult:
 
 
 def _equibench(*arguments: str) -> tuple[str, ...]:
-    return (sys.executable, "-m", "equibench", *arguments)
+    """The ``equibench`` command installed beside this Python, as a user types it."""
+    return (str(Path(sys.executable).with_name("equibench")), *arguments)
 
 
 MAIN_JOB = "equibench evaluate --suite demo --folds 0 --out runs/demo-eval"

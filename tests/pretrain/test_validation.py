@@ -65,10 +65,11 @@ def test_the_equivariance_error_is_zero_for_equitabpfn_only():
     assert not (permutations == torch.arange(batches[0].n_classes)).all(dim=1).any()  # never the identity
 
 
-def test_pretraining_imports_nothing_of_evaluation_scoring_or_the_equivariance_experiment():
+def test_pretraining_imports_nothing_of_evaluation_scoring_or_the_equivariance_experiment(tmp_path):
     code = ("import importlib, pkgutil, sys, equibench.pretrain as p\n"
             "for module in pkgutil.iter_modules(p.__path__): importlib.import_module(f'{p.__name__}.{module.name}')\n"
             "print(sorted(m for m in sys.modules if m.startswith(('equibench.evaluate', 'equibench.tasks', "
             "'equibench.scoring', 'equibench.equivariance.')) or m == 'equibench.equivariance'))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # outside the checkout, so that the installed package is imported, not the source tree
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert result.stdout.strip() == "[]"

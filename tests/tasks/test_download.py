@@ -117,7 +117,8 @@ def test_a_download_killed_midway_resumes_without_refetching_what_is_complete(tm
         server.fail("/data/v1/download/202/", Fault("hang"))  # the second task's data never finishes
         command = [sys.executable, "-m", "equibench.cli", "download", "--tasks", ",".join(TASK_IDS),
                    "--cache", str(cache), "--server", server.url, "--no-progress"]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # outside the checkout, so that `-m` finds the installed package, not the source tree
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
         deadline = time.monotonic() + 120
         while not server.asked("/data/v1/download/202/") and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
