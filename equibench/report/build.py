@@ -56,10 +56,10 @@ def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
                          f"rerun {_evaluate_hint(results_dir)} to recompute them, then the report")
     text = results_table(list(rows.values())).to_csv(index=False)
     snapshot = results_dir / "results.csv"
-    current = snapshot.is_file() and snapshot.read_text(errors="replace") == text
     source = f"{len(rows)} committed cells in cells/"
-    if not current:
-        source += " (its results.csv, a snapshot, was stale)" if snapshot.is_file() else " (it has no results.csv)"
+    # a folder need not hold the snapshot (results/ does not commit it); one that differs is named
+    if snapshot.is_file() and snapshot.read_text(errors="replace") != text:
+        source += " (its results.csv, a snapshot, was stale)"
     return pd.read_csv(io.StringIO(text), dtype=_DTYPES), source  # the same types as results.csv gives
 
 
