@@ -220,7 +220,8 @@ def main_job_cells(clone: Path) -> dict[str, int]:
 
 
 def record(results: list[StepResult], task_ids: tuple[str, ...], clone: Path) -> None:
-    """Add this run's table, test counts and main-job cells to docs/BENCHMARKS.md under "The first hour"."""
+    """Add this run's table, test counts and main-job cells to docs/BENCHMARKS.md, at the end of
+    its section "The first hour"."""
     path = REPOSITORY / "docs" / "BENCHMARKS.md"
     load = os.getloadavg()[0]
     tests = next((test_counts(r.output) for r in results if r.step.title == "pytest"), {})
@@ -236,11 +237,15 @@ def record(results: list[StepResult], task_ids: tuple[str, ...], clone: Path) ->
         f"- quick start: {quick_start_steps(clone)} steps\n"
     )
     heading = "## The first hour (`benchmarks/first_hour.py`)"
-    if heading not in path.read_text(encoding="utf-8"):
-        entry = f"\n{heading}\n\nThe README's commands, verbatim, in a fresh clone (checked: exit codes, " \
-                f"what each prints, no tracked file modified).\n{entry}"
-    with path.open("a", encoding="utf-8") as file:
-        file.write(entry)
+    text = path.read_text(encoding="utf-8")
+    if heading not in text:
+        text += f"\n{heading}\n\nThe README's commands, verbatim, in a fresh clone (checked: exit codes, " \
+                "what each prints, no tracked file modified).\n"
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))  # the section ends where the next one starts
+    end = len(text) if end < 0 else end + 1
+    path.write_text(text[:end].rstrip("\n") + "\n" + entry + ("\n" + text[end:] if end < len(text) else ""),
+                    encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,25 +67,32 @@ def test_help_and_listing_commands_import_no_heavy_module(tmp_path):
     assert ran.stdout.strip() == "[]"
 
 
-def test_pretrain_help_shows_the_configurations_defaults_without_importing_torch(tmp_path):
-    """The flags' shown defaults are read from TrainConfig and PriorConfig (torch-free modules),
-    never copied by hand."""
+def _output_without_heavy_modules(arguments: list[str], cwd) -> str:
+    """The output of ``equibench ARGUMENTS`` in a fresh interpreter, checked to have imported
+    none of the heavy modules (run outside the checkout, so the installed package is used)."""
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
         "from equibench.cli import app\n"
-        "result = CliRunner().invoke(app, ['pretrain', '--help'], env={'COLUMNS': '250'})\n"
+        f"result = CliRunner().invoke(app, {arguments!r}, env={{'COLUMNS': '250'}})\n"
         "assert result.exit_code == 0, result.output\n"
         "print(result.output)\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
-    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd)
     assert ran.returncode == 0, ran.stderr
-    shown, heavy = ran.stdout.strip().rsplit("\n", 1)
+    output, heavy = ran.stdout.strip().rsplit("\n", 1)
     assert heavy == "[]"
+    return output
+
+
+def test_pretrain_help_shows_the_configurations_defaults_without_importing_torch(tmp_path):
+    """The flags' shown defaults are read from TrainConfig and PriorConfig (torch-free modules),
+    never copied by hand."""
     from equibench.pretrain.config import TrainConfig
     from equibench.prior.config import PriorConfig
 
+    shown = _output_without_heavy_modules(["pretrain", "--help"], tmp_path)
     for flag, default in (("--lr", TrainConfig.lr), ("--validate-every", TrainConfig.validate_every),
                           ("--rows", PriorConfig.rows), ("--p-binary", PriorConfig.p_binary)):
         line = next(line for line in shown.splitlines() if f"{flag} " in line)
@@ -100,19 +107,7 @@ def test_the_suites_light_names_match_the_task_loaders():
 
 
 def test_pretrain_recipe_list_needs_no_out_and_no_heavy_module(tmp_path):
-    code = (
-        "import sys\n"
-        "from typer.testing import CliRunner\n"
-        "from equibench.cli import app\n"
-        "result = CliRunner().invoke(app, ['pretrain', '--recipe', 'list'])\n"
-        "assert result.exit_code == 0, result.output\n"
-        "print(result.output)\n"
-        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
-    )
-    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert ran.returncode == 0, ran.stderr
-    listing, heavy = ran.stdout.strip().rsplit("\n", 1)
-    assert heavy == "[]"
+    listing = _output_without_heavy_modules(["pretrain", "--recipe", "list"], tmp_path)
     assert [line.split()[0] for line in listing.splitlines()] == ["deeper-6", "medium-gpu", "small-cpu"]
 
 

@@ -14,6 +14,7 @@ from equibench.model import (
     count_parameters,
     size_config,
 )
+from equibench.model.config import RELEASED_NETWORK
 from equibench.model.network import TabularPFN
 
 
@@ -33,9 +34,11 @@ def _tiny(model_class, seed: int = 0, **options):
 #: The block variants: the paper's post-LN blocks, pre-LN, QK-norm and both.
 BLOCK_VARIANTS = [{}, {"norm_first": True}, {"qk_norm": True}, {"norm_first": True, "qk_norm": True}]
 _variant_ids = ["post-ln", "pre-ln", "qk-norm", "pre-ln+qk-norm"]
+#: ... and the authors' released network (its indicator and decoder norm, 10 class slots with ghost classes).
+EQUIVARIANCE_VARIANTS = [*BLOCK_VARIANTS, {"min_class_slots": 10, **RELEASED_NETWORK}]
 
 
-@pytest.mark.parametrize("options", BLOCK_VARIANTS, ids=_variant_ids)
+@pytest.mark.parametrize("options", EQUIVARIANCE_VARIANTS, ids=[*_variant_ids, "released"])
 @pytest.mark.parametrize("n_classes", [2, 3, 10, 11, 26, 100])
 def test_equitabpfn_is_exactly_class_equivariant(n_classes, options):
     model = _tiny(EquiTabPFN, **options)
