@@ -21,7 +21,7 @@ Modules, each with one job:
 """
 
 from .._lazy import lazy_exports
-from ..errors import NonFiniteLossError
+from ..errors import NonFiniteLossError as NonFiniteLossError  # re-exported
 
 # Loaded on first use: the CLI reads TrainConfig's defaults without importing torch.
 _LAZY = {
