@@ -117,7 +117,8 @@ class Settings:
         """Why a cell of this method was skipped without weights, and how to give them."""
         weights = cls.user_weights
         env = f" or set {weights.env}" if weights.env else ""
-        return f"no weights: pass weights={{{cls.method!r}: {weights.metavar}}}{env}: {weights.what}"
+        # in the command's words: the reason is stored in the results, read in results.csv and REPORT.md
+        return f"no weights: pass --weights {cls.method}={weights.metavar}{env}: {weights.what}"
 
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:

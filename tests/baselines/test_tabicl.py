@@ -82,7 +82,7 @@ def test_without_a_checkpoint_its_cells_are_skipped_with_the_reason(tmp_path, mo
     summary = evaluate(_iris(tmp_path), tmp_path / "out", progress=False)
     assert summary.counts == {"skipped": 1}
     reasons = {json.loads(path.read_text())["reason"] for path in (tmp_path / "out" / "cells").glob("*.json")}
-    assert reasons == {"no weights: pass weights={'tabicl': FILE} or set EQUIBENCH_TABICL_CHECKPOINT: a TabICL checkpoint "
+    assert reasons == {"no weights: pass --weights tabicl=FILE or set EQUIBENCH_TABICL_CHECKPOINT: a TabICL checkpoint "
                        "file in the tabicl package's format (e.g. tabicl-classifier-v2-20260212.ckpt), never downloaded"}
     missing = tmp_path / "nowhere.ckpt"
     monkeypatch.setenv("EQUIBENCH_TABICL_CHECKPOINT", str(missing))

@@ -68,7 +68,7 @@ def test_method_is_skipped_without_the_file_and_refuses_other_checkpoints(tiny_e
     monkeypatch.delenv("EQUIBENCH_OFFICIAL_CHECKPOINT", raising=False)
     settings = OfficialEquiTabPFNSettings.from_options(MethodOptions())
     assert OfficialEquiTabPFNMethod.prepare(settings) == settings
-    with pytest.raises(MethodUnavailableError, match=r"no weights: pass weights=\{'equitabpfn-official': FILE\} or "
+    with pytest.raises(MethodUnavailableError, match=r"no weights: pass --weights equitabpfn-official=FILE or "
                                                      "set EQUIBENCH_OFFICIAL_CHECKPOINT"):
         OfficialEquiTabPFNMethod(n_classes=2, settings=settings).fit(X, y)
     monkeypatch.setenv("EQUIBENCH_OFFICIAL_CHECKPOINT", str(tmp_path / "absent.pt"))
