@@ -16,7 +16,7 @@ from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
-from ..context_rules import MAX_TRAIN_ROWS
+from ..context_rules import CONTEXTS, MAX_TRAIN_ROWS
 from ..devices import resolve_device, resolve_precision
 from ..errors import InvalidInputError, TooManyClassesError
 from ..frames import as_pandas
@@ -32,7 +32,6 @@ from .checkpoints import load_model, model_from_reference
 from .fit_state import load_fit_state, save_fit_state
 from .inputs import check_labels_present, choices, label_array, size_text
 from .local_context import (
-    CONTEXTS,
     LOCAL_GROUP_SIZE,
     LOCAL_MAX_ROWS,
     LOCAL_NEIGHBORS,

@@ -19,9 +19,7 @@ from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.metrics import pairwise_distances_argmin
 from sklearn.neighbors import NearestNeighbors
 
-from ..context_rules import CONTEXTS  # noqa: F401 - the classifiers' ``context`` values, defined once
-
-# ``context`` (CONTEXTS, defined beside the run options, which take the same names): "auto" =
+# ``context`` (``context_rules.CONTEXTS``, shared with the run options, which take the same names): "auto" =
 # "local" above ``max_train_rows`` training rows, "subsample" up to it; "subsample" = one
 # context for every test row (a stratified subsample above the cap); "local" = a context per
 # group of test rows, from their nearest training rows.
