@@ -10,6 +10,7 @@ methods imports this module: the registry sits above them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -218,3 +219,21 @@ def check_weights(weights) -> None:
         if name not in METHODS or METHODS[name].weights is None:
             what = "takes no weights" if name in METHODS else "is not a method"
             raise InvalidInputError(f"weights: {name!r} {what}; the methods that take weights: {takers}")
+
+
+def check_weight_paths(weights) -> None:
+    """Refuse ``weights`` (``MethodOptions.weights``) that give a method run only on the user's
+    weights a path that is missing or of the wrong kind (a file for FILE, a folder for DIR): a
+    typo is bad input, not cells skipped (without weights, or with an environment variable's
+    stale path, its cells are skipped). The other methods resolve their checkpoint names themselves."""
+    for name, path in weights.items():
+        spec = METHODS.get(name)
+        if spec is None or not spec.needs_weights:
+            continue
+        folder = spec.weights.metavar == "DIR"
+        if os.path.isdir(path) if folder else os.path.isfile(path):
+            continue
+        kind = "folder" if folder else "file"
+        found = "no such file or folder" if not os.path.exists(path) else f"a {'file' if folder else 'folder'}, not a {kind}"
+        raise InvalidInputError(f"weights={{{name!r}: {str(path)!r}}}: {found}; give {spec.weights.what}, or leave "
+                                f"it out to skip {name}'s cells")

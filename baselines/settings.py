@@ -80,9 +80,13 @@ class MethodOptions:
     def __post_init__(self) -> None:
         if not self.ensembles or min(self.ensembles) < 1:
             raise InvalidInputError(f"ensemble sizes must be positive integers, got {list(self.ensembles)}")
-        bad = [c for c in self.contexts if c not in CONTEXTS]
-        if not self.contexts or bad or len(set(self.contexts)) != len(self.contexts):
-            raise InvalidInputError(f"contexts must be distinct names among {', '.join(CONTEXTS)}, got {list(self.contexts)}")
+        unknown = [context for context in self.contexts if context not in CONTEXTS]
+        repeated = sorted({context for context in self.contexts if self.contexts.count(context) > 1})
+        if not self.contexts or unknown:
+            got = f"{unknown[0]!r} is not a context strategy" if unknown else "none given"
+            raise InvalidInputError(f"contexts: {got}; choose from {', '.join(CONTEXTS)} (several: e.g. auto,subsample)")
+        if repeated:
+            raise InvalidInputError(f"contexts lists {', '.join(map(repr, repeated))} more than once; give each once")
         if self.max_train_rows < 1:
             raise InvalidInputError(f"max_train_rows must be positive, got {self.max_train_rows}")
         if not isinstance(self.weights, Mapping) or not all(
@@ -201,13 +205,13 @@ class PFNSettings(EnsembleSettings):
         # encodings do not: TabZilla's preprocessing hands it numeric columns only. The
         # context rules above the cap (each variant names its strategy).
         from ..classifier.checkpoints import checkpoint_sha256
-        from ..classifier.local_context import LOCAL_GROUP_SIZE, LOCAL_MAX_ROWS, LOCAL_NEIGHBORS
+        from ..classifier.local_contexts import LOCAL_CLUSTER_SIZE, LOCAL_MAX_ROWS, LOCAL_NEIGHBORS
         from ..preprocessing import CONTEXT_CLASS_FLOOR, FEATURE_TRANSFORMS
 
         return {"checkpoint_sha256": checkpoint_sha256(self.checkpoint)[:16], "max_train_rows": self.max_train_rows,
                 "feature_transforms": list(FEATURE_TRANSFORMS),
                 "subsample": {"stratified": True, "class_floor": CONTEXT_CLASS_FLOOR},
-                "local": {"neighbors": LOCAL_NEIGHBORS, "group_size": LOCAL_GROUP_SIZE, "max_rows": LOCAL_MAX_ROWS}}
+                "local": {"neighbors": LOCAL_NEIGHBORS, "cluster_size": LOCAL_CLUSTER_SIZE, "max_rows": LOCAL_MAX_ROWS}}
 
     def work(self, n_train: float) -> float:
         return min(n_train, self.max_train_rows) * self.n_estimators

@@ -32,24 +32,39 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+#: The top-level modules of a TabICL network: every key of a checkpoint's ``state_dict`` starts with one.
+_NETWORK_PARTS = ("col_embedder.", "row_interactor.", "icl_predictor.")
+
+
 def _check_format(path: Path) -> None:
     """Refuse, before any cell runs, a file that is not a TabICL checkpoint: what the package
-    itself reads (``torch.load(weights_only=True)``), a dict with ``config`` and ``state_dict``."""
-    import pickle
-
+    itself reads (``torch.load(weights_only=True)``), a dict with the network's ``config`` and
+    a ``state_dict`` of a TabICL network (an equibench checkpoint has these keys too)."""
     import torch
 
-    advice = ("give the .ckpt file of the tabicl package's format (a torch file holding a dict with `config` and "
-              "`state_dict`, e.g. tabicl-classifier-v2-20260212.ckpt), or leave the option out to skip TabICL")
+    def refuse(finding: str, advice: str = "") -> CheckpointError:
+        advice = advice or ("give the .ckpt file of the tabicl package's format (a torch file holding a dict with "
+                            "`config`, the TabICL network's settings, and its `state_dict`, e.g. "
+                            "tabicl-classifier-v2-20260212.ckpt), or leave the option out to skip TabICL")
+        return CheckpointError(f"weights={{'tabicl': {str(path)!r}}} is not a TabICL checkpoint: it {finding}; {advice}")
+
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as error:
-        raise CheckpointError(f"weights={{'tabicl': {str(path)!r}}} is not a TabICL checkpoint: it "
-                              f"does not read as torch weights ({type(error).__name__}); {advice}") from None
+    except Exception:  # noqa: BLE001 - torch's loaders raise anything (KeyError, IndexError, ...) on a foreign file
+        raise refuse(f"does not read as torch weights (a file of {path.stat().st_size:,} bytes in another format)") from None
     if not isinstance(checkpoint, dict) or not {"config", "state_dict"} <= set(checkpoint):
         found = sorted(map(str, checkpoint))[:5] if isinstance(checkpoint, dict) else type(checkpoint).__name__
-        raise CheckpointError(f"weights={{'tabicl': {str(path)!r}}} is not a TabICL checkpoint: it "
-                              f"holds {found}, not `config` and `state_dict`; {advice}")
+        raise refuse(f"holds {found}, not `config` and `state_dict`")
+    if isinstance(checkpoint.get("arch"), str):
+        arch = checkpoint["arch"]
+        raise refuse(f"is an equibench {arch} checkpoint",
+                     f"evaluate it as weights={{'{arch}': {str(path)!r}}}, and give TabICL a file of the tabicl "
+                     "package's format (e.g. tabicl-classifier-v2-20260212.ckpt)")
+    state = checkpoint["state_dict"]
+    if not isinstance(checkpoint["config"], dict) or not isinstance(state, dict) or not state or \
+            not all(str(key).startswith(_NETWORK_PARTS) for key in state):
+        raise refuse("holds another network (its `state_dict` is not a TabICL network's: col_embedder, "
+                     "row_interactor, icl_predictor)")
 
 
 class TabICLMethod(Method):

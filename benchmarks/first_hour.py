@@ -18,8 +18,10 @@ It checks that each is in the README verbatim, exits 0 and prints what the READM
 (the main job: its summary and the README's report command as its hint; pytest: no failure;
 pretrain: hundreds of steps, its loss drop, how to use the model; evaluate: the tasks missing
 from the cache and the next command; report: the folders it read), and that no tracked file
-of the clone was modified. It prints each check and the wall and CPU time of each command;
-``--record`` adds them, with the test counts and the main job's cells, to docs/BENCHMARKS.md.
+of the clone was modified. It prints each check and, per command, its wall time, its
+CPU-minutes (user + sys of the command and the processes it waited for) and the load average
+at its start and end (a loaded machine stretches the wall time, not the CPU time); ``--record``
+adds them, with the test counts and the main job's cells, to docs/BENCHMARKS.md.
 The equibench that runs is the one installed in this Python (for the clone's own code,
 install it: ``.ci/run`` installs a clean clone from scratch).
 Exit status: 0 every check passed, 1 a check failed, 2 bad input.
@@ -65,8 +67,10 @@ class StepResult:
     step: Step
     exit_code: int
     wall_s: float
-    cpu_s: float
+    cpu_s: float  # user + sys of the command and its waited-for descendants
     output: str
+    load_start: float  # the 1-minute load average when it started ...
+    load_end: float  # ... and when it ended
 
     @property
     def missing(self) -> list[str]:
@@ -127,7 +131,9 @@ def tracked_changes(clone: Path) -> list[str]:
 
 
 def run_step(step: Step, clone: Path) -> StepResult:
-    """Run one command in the clone as a user would, timing its wall and CPU time."""
+    """Run one command in the clone as a user would, timing its wall and CPU time (the
+    ``RUSAGE_CHILDREN`` delta), with the load average at its start and end."""
+    load_start = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     environment = {**os.environ, "COLUMNS": "120", "NO_COLOR": "1"}
@@ -135,7 +141,8 @@ def run_step(step: Step, clone: Path) -> StepResult:
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return StepResult(step, completed.returncode, wall, cpu, completed.stdout + completed.stderr)
+    return StepResult(step, completed.returncode, wall, cpu, completed.stdout + completed.stderr, load_start,
+                      os.getloadavg()[0])
 
 
 def first_hour(openml_cache: Path, task_ids: tuple[str, ...], work_dir: Path, log=print) -> list[StepResult]:
@@ -197,17 +204,28 @@ def problems(results: list[StepResult], clone: Path) -> list[str]:
 
 
 def table(results: list[StepResult]) -> str:
-    lines = ["| command | exit | wall | CPU |", "|---|---:|---:|---:|"]
+    lines = ["| command | exit | wall | CPU-minutes (user + sys) | load average at start, end |", "|---|---:|---:|---:|---:|"]
     for result in results:
-        lines.append(f"| `{result.step.title}` | {result.exit_code} | {_minutes(result.wall_s)} | {_minutes(result.cpu_s)} |")
+        lines.append(f"| `{result.step.title}` | {result.exit_code} | {_minutes(result.wall_s)} | "
+                     f"{_cpu_minutes(result.cpu_s)} | {result.load_start:.1f}, {result.load_end:.1f} |")
     total_wall = sum(r.wall_s for r in results)
     total_cpu = sum(r.cpu_s for r in results)
-    lines.append(f"| all {len(results)} | | {_minutes(total_wall)} | {_minutes(total_cpu)} |")
+    lines.append(f"| all {len(results)} | | {_minutes(total_wall)} | {_cpu_minutes(total_cpu)} | |")
     return "\n".join(lines)
 
 
 def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
+
+
+def _cpu_minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f}"
+
+
+def timing(result: StepResult) -> str:
+    """One command's times in words: wall, CPU-minutes, and the load it ran under."""
+    return (f"{_minutes(result.wall_s)} wall, {_cpu_minutes(result.cpu_s)} CPU-minutes (load average "
+            f"{result.load_start:.1f} at its start, {result.load_end:.1f} at its end)")
 
 
 def main_job_cells(clone: Path) -> dict[str, int]:
@@ -219,23 +237,30 @@ def main_job_cells(clone: Path) -> dict[str, int]:
         return dict(Counter(row["status"] for row in csv.DictReader(file)))
 
 
-def record(results: list[StepResult], task_ids: tuple[str, ...], clone: Path) -> None:
-    """Add this run's table, test counts and main-job cells to docs/BENCHMARKS.md, at the end of
-    its section "The first hour"."""
-    path = REPOSITORY / "docs" / "BENCHMARKS.md"
-    load = os.getloadavg()[0]
-    tests = next((test_counts(r.output) for r in results if r.step.title == "pytest"), {})
+def entry(results: list[StepResult], task_ids: tuple[str, ...], clone: Path) -> str:
+    """This run's entry in docs/BENCHMARKS.md: the table, the main job's and the tests' times,
+    cells and counts, and the quick start's steps."""
+    by_title = {result.step.title: result for result in results}
+    main, tests = by_title[MAIN_JOB], by_title["pytest"]
     cells = main_job_cells(clone)
-    entry = (
+    return (
         f"\n### {date.today().isoformat()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
-        f"(load average {load:.1f} at the end)\n\n"
+        f"(load average {results[0].load_start:.1f} at the start, {results[-1].load_end:.1f} at the end)\n\n"
         f"`python benchmarks/first_hour.py --openml-cache CACHE --tasks {','.join(task_ids)} --record`: a shallow "
         f"clone, a cache of task(s) {', '.join(task_ids)}, the README's commands verbatim; every check passed.\n\n"
         f"{table(results)}\n\n"
-        f"- main job: {sum(cells.values())} cells ({', '.join(f'{n} {status}' for status, n in sorted(cells.items()))})\n"
-        f"- tests: {', '.join(f'{n} {kind}' for kind, n in tests.items())}\n"
+        f"- main job: {timing(main)}; {sum(cells.values())} cells "
+        f"({', '.join(f'{n} {status}' for status, n in sorted(cells.items()))})\n"
+        f"- tests: {timing(tests)}; {', '.join(f'{n} {kind}' for kind, n in test_counts(tests.output).items())}\n"
         f"- quick start: {quick_start_steps(clone)} steps\n"
     )
+
+
+def record(results: list[StepResult], task_ids: tuple[str, ...], clone: Path,
+           path: Path = REPOSITORY / "docs" / "BENCHMARKS.md") -> None:
+    """Add this run's :func:`entry` to ``path`` (docs/BENCHMARKS.md), at the end of its section
+    "The first hour"."""
+    entry_text = entry(results, task_ids, clone)
     heading = "## The first hour (`benchmarks/first_hour.py`)"
     text = path.read_text(encoding="utf-8")
     if heading not in text:
@@ -244,7 +269,7 @@ def record(results: list[StepResult], task_ids: tuple[str, ...], clone: Path) ->
     start = text.index(heading)
     end = text.find("\n## ", start + len(heading))  # the section ends where the next one starts
     end = len(text) if end < 0 else end + 1
-    path.write_text(text[:end].rstrip("\n") + "\n" + entry + ("\n" + text[end:] if end < len(text) else ""),
+    path.write_text(text[:end].rstrip("\n") + "\n" + entry_text + ("\n" + text[end:] if end < len(text) else ""),
                     encoding="utf-8")
 
 

@@ -27,10 +27,11 @@ def current_rss_mb() -> float:
     return peak_rss_mb()
 
 
-def run_isolated(script: str, spec: dict) -> dict:
-    """``script --one JSON(spec)`` in a fresh interpreter: its result, or ``{"error": last stderr line}``."""
+def run_isolated(script: str, spec: dict, env: dict | None = None) -> dict:
+    """``script --one JSON(spec)`` in a fresh interpreter (with ``env``, else this one's
+    environment): its result, or ``{"error": last stderr line}``."""
     done = subprocess.run([sys.executable, script, "--one", json.dumps(spec)], capture_output=True, text=True,
-                          cwd=ROOT)
+                          cwd=ROOT, env=env)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])

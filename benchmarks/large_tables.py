@@ -7,24 +7,36 @@ XGBoost beside, on one fold of the ``large`` suite, one thread per method (as ev
    served the test rows (groups, mean rows and classes per context, how often a row's true
    class was absent from its context). The summary gives the median accuracy relative to KNN
    and the total predict time of each strategy.
-2. With ``--ablation``: the neighbours per test row, the context cap and the group size, each
-   varied around the defaults on a few tasks (a seeded random sample of their test rows).
+2. With ``--ablation``: the neighbours per training row, the context cap and the cluster size,
+   each varied around the defaults on a few tasks (a seeded random sample of their test rows).
 3. With ``--memory``: a synthetic 200,000-row table (20 features, 10 classes) fitted and
    predicted at 5,000, 10,000 and 20,000 test rows, each in a fresh process: fit and predict
    seconds and the process's peak resident memory.
+4. With ``--trade [--before REV]``: local contexts as a trade of time against accuracy, per task
+   in a fresh process (EquiTabPFN, one member, at most 2,000 test rows): accuracy, one fit and
+   one predict in each fit mode, a repeated predict from the cache, and how far a row's
+   probabilities move when it is predicted alone rather than in the batch. With ``--before``,
+   the same measured on the code of git revision REV in the same run (its tree extracted
+   to a temporary folder and imported in place of this checkout's), for before/after tables.
+   The predict's model FLOPs per second on letter are set against a one-thread 512x512
+   float32 matrix product's.
 
 The fold's data is prepared as ``evaluate`` prepares it (TabZilla preprocessing fitted on
 the train part) and every method is the registry's, in the cell environment of ``evaluate``.
 
-    python benchmarks/large_tables.py [--openml-cache DIR] [--tasks 6,7592] [--ablation] [--memory] [--record]
+    python benchmarks/large_tables.py [--openml-cache DIR] [--tasks 6,7592] [--ablation] [--memory]
+        [--trade [--before REV]] [--skip-main] [--record]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -32,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from isolated import cell, peak_rss_mb, run_isolated
+from isolated import ROOT, cell, peak_rss_mb, run_isolated
 from recording import add_record_flag, publish, section
 
 from equibench import EquiTabPFNClassifier
@@ -112,9 +124,9 @@ def _format_main(rows: list[dict]) -> str:
 
 def ablation_table(tasks: dict, fold: int, task_ids: list[int], test_rows: int) -> str:
     """Each local setting varied around the defaults (EquiTabPFNClassifier, one member)."""
-    defaults = {"local_neighbors": 20, "local_max_rows": 1000, "local_group_size": 25}
-    variants = [{}] + [{"local_neighbors": k} for k in (10, 40)] + [{"local_max_rows": c} for c in (250, 500)] \
-        + [{"local_group_size": g} for g in (10, 100)]
+    defaults = {"local_neighbors": 20, "local_max_rows": 1000, "local_cluster_size": 125}
+    variants = [{}] + [{"local_neighbors": k} for k in (10, 40)] + [{"local_max_rows": c} for c in (500,)] \
+        + [{"local_cluster_size": g} for g in (60, 250)]
     rows = []
     for task_id in task_ids:
         task = tasks[task_id]
@@ -131,14 +143,14 @@ def ablation_table(tasks: dict, fold: int, task_ids: list[int], test_rows: int) 
                 seconds = time.perf_counter() - started
                 summary = model.context_summary(X_test, y_test)
             rows.append({"task": f"{task_id} {task.name}", "neighbours": params["local_neighbors"],
-                         "cap": params["local_max_rows"], "group size": params["local_group_size"],
+                         "cap": params["local_max_rows"], "cluster size": params["local_cluster_size"],
                          "accuracy": f"{100 * np.mean(predicted == y_test):.1f}",
                          "s/1k rows": f"{1000 * seconds / len(y_test):.1f}", "rows/context": f"{summary['rows']:.0f}",
                          "classes/context": f"{summary['classes']:.1f}",
                          "true class absent": f"{100 * summary['true_class_absent']:.2f}%"})
             print(rows[-1], flush=True)
     return (f"Ablation (EquiTabPFN, one member, {test_rows} random test rows per task; defaults: 20 neighbours, "
-            "cap 1000, groups of 25):\n\n" + markdown_table(pd.DataFrame(rows)))
+            "cap 1000, clusters of 125 training rows):\n\n" + markdown_table(pd.DataFrame(rows)))
 
 
 MEMORY_TRAIN_ROWS = 200_000
@@ -180,9 +192,157 @@ def memory_table() -> str:
             + markdown_table(pd.DataFrame(rows)))
 
 
+TRADE_TEST_ROWS = 2000
+#: Rows predicted one at a time against the same rows predicted together.
+TRADE_SINGLE_ROWS = 50
+
+
+def trade_one(spec: dict) -> dict:
+    """In a fresh process, with whichever equibench it imports: one task's local contexts in
+    each fit mode (EquiTabPFN, one member, one thread; only the public API, so that an earlier
+    revision runs it too)."""
+    torch.set_num_threads(1)
+    task = load_cached_tasks(Path(spec["cache"]))[spec["task"]]
+    data = _prepared_fold(task, spec["fold"], 0)
+    chosen = np.random.RandomState(0).permutation(len(data["y_test"]))[:TRADE_TEST_ROWS]
+    X_test, y_test = data["X_test"][chosen], data["y_test"][chosen]
+    result = {"test_rows": len(y_test)}
+    for mode in ("low_memory", "fit_with_cache"):
+        with reproducible_cell(1), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = EquiTabPFNClassifier(n_estimators=1, device="cpu", context="local", fit_mode=mode,
+                                         cache_memory_limit_gb=None)
+            started = time.perf_counter()
+            model.fit(data["X_train"], data["y_train"])
+            fitted = time.perf_counter()
+            proba = model.predict_proba(X_test)
+            predicted = time.perf_counter()
+            outcome = {"fit_s": fitted - started, "predict_s": predicted - fitted,
+                       "accuracy": float(np.mean(proba.argmax(axis=1) == y_test))}
+            if mode == "fit_with_cache":
+                started = time.perf_counter()
+                again = model.predict_proba(X_test)
+                outcome["repeat_s"] = time.perf_counter() - started
+                outcome["repeat_equal"] = bool(np.array_equal(again, proba))
+            alone = np.vstack([model.predict_proba(X_test[i : i + 1]) for i in range(TRADE_SINGLE_ROWS)])
+            outcome["alone_max_diff"] = float(np.abs(alone - proba[:TRADE_SINGLE_ROWS]).max())
+            outcome["alone_changed"] = float(np.mean(alone.argmax(axis=1) != proba[:TRADE_SINGLE_ROWS].argmax(axis=1)))
+            if mode == "low_memory" and hasattr(model, "strategy_"):
+                outcome["flops"] = local_predict_flops(model, X_test)
+        result[mode] = outcome
+    return result
+
+
+def local_predict_flops(model, X_test) -> float:
+    """The model FLOPs of a low_memory local predict of X_test: per context reached and member,
+    the forward pass over its rows and each batch of the test rows routed to it."""
+    from equibench.pretrain.flops import forward_flops
+
+    strategy, config = model.strategy_, model.model_.config
+    total = 0.0
+    for index, rows in strategy.route(model._encoded(X_test)):
+        n_rows, n_local = len(strategy.contexts[index]), len(np.unique(strategy.labels[strategy.contexts[index]]))
+        if n_local < 2:
+            continue
+        for start in range(0, len(rows), model.batch_size):
+            m = len(rows[start : start + model.batch_size])
+            total += strategy.n_members * forward_flops(model._arch, config, n_rows + m, n_rows, n_local)
+    return total
+
+
+def matmul_flops_per_s(size: int = 512, seconds: float = 2.0) -> float:
+    """One thread's rate on ``size`` x ``size`` float32 matrix products (2 size^3 FLOPs each)."""
+    torch.set_num_threads(1)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(10):
+        a @ b
+    count, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        a @ b
+        count += 1
+    return 2 * size**3 * count / (time.perf_counter() - started)
+
+
+def revision_root(revision: str, folder: Path) -> Path:
+    """Revision ``revision`` of this repository as an importable ``equibench`` in ``folder``
+    (model/ and baselines/ placed as equibench.model and equibench.baselines, as installed)."""
+    tree = folder / "tree"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", revision], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    package = folder / "root" / "equibench"
+    (tree / "equibench").rename(package.parent.mkdir() or package)
+    (tree / "model").rename(package / "model")
+    (tree / "baselines").rename(package / "baselines")
+    return package.parent
+
+
+def trade_table(task_ids: list[int], cache: Path, fold: int, before: str | None) -> str:
+    with tempfile.TemporaryDirectory() as scratch:
+        trees = {"after": None}
+        if before:
+            trees = {"before": revision_root(before, Path(scratch)), **trees}
+        results = {}
+        for task_id in task_ids:
+            for name, root in trees.items():
+                env = None if root is None else {**os.environ, "PYTHONPATH": str(root)}
+                spec = {"trade": True, "task": task_id, "cache": str(cache), "fold": fold}
+                results[task_id, name] = run_isolated(__file__, spec, env=env)
+                print(task_id, name, results[task_id, name], flush=True)
+    rate = matmul_flops_per_s()
+    return _format_trade(results, task_ids, list(trees), fold, before, rate)
+
+
+def _format_trade(results: dict, task_ids: list[int], trees: list[str], fold: int, before: str | None,
+                  rate: float) -> str:
+    rows, totals = [], {}
+    for task_id in task_ids:
+        row = {"task": task_id}
+        for name in trees:
+            result = results[task_id, name]
+            if "error" in result:
+                row[f"{name}: error"] = result["error"]
+                continue
+            row["test rows"] = result["test_rows"]
+            plain, cached = result["low_memory"], result["fit_with_cache"]
+            one_shot, cached_shot = plain["fit_s"] + plain["predict_s"], cached["fit_s"] + cached["predict_s"]
+            for key, value in (("one-shot", one_shot), ("cached one-shot", cached_shot), ("repeat", cached["repeat_s"])):
+                totals[name, key] = totals.get((name, key), 0.0) + value
+            totals.setdefault((name, "accuracy"), []).append(plain["accuracy"])
+            row.update({f"{name} accuracy": f"{100 * plain['accuracy']:.1f}",
+                        f"{name} fit+predict s": f"{one_shot:.1f}",
+                        f"{name} cache fit+predict s": f"{cached_shot:.1f}",
+                        f"{name} repeated predict s": f"{cached['repeat_s']:.2f}",
+                        f"{name} row alone vs batch (max abs)": f"{max(plain['alone_max_diff'], cached['alone_max_diff']):.1e}",
+                        f"{name} rows alone predicted otherwise": f"{100 * plain['alone_changed']:.0f}%"})
+            if "flops" in plain and task_id == 6:  # letter
+                totals["letter rate"] = plain["flops"] / plain["predict_s"]
+        rows.append(row)
+    summary = []
+    for name in trees:
+        if (name, "one-shot") not in totals:
+            continue
+        summary.append({"": name, "median accuracy (%)": f"{100 * statistics.median(totals[name, 'accuracy']):.2f}",
+                        "fit+predict s, summed": f"{totals[name, 'one-shot']:.1f}",
+                        "cache fit+predict s, summed": f"{totals[name, 'cached one-shot']:.1f}",
+                        "repeated predict s, summed": f"{totals[name, 'repeat']:.1f}",
+                        "cache one-shot / repeat": f"{totals[name, 'cached one-shot'] / totals[name, 'repeat']:.1f}x"})
+    text = (f"EquiTabPFN, one member, local contexts, fold {fold}; at most {TRADE_TEST_ROWS} seeded "
+            f"test rows per task; each task in a fresh process; {TRADE_SINGLE_ROWS} rows also predicted one at a time"
+            + (f"; before = revision {before}" if before else "") + ".\n\n"
+            + markdown_table(pd.DataFrame(rows))
+            + "\n" + markdown_table(pd.DataFrame(summary)))
+    if "letter rate" in totals:
+        text += (f"\nLocal predict on letter: {totals['letter rate'] / 1e9:.2f} model GFLOP/s against "
+                 f"{rate / 1e9:.2f} GFLOP/s of a one-thread 512x512 float32 matrix product: "
+                 f"{totals['letter rate'] / rate:.2f} of it.\n")
+    return text
+
+
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        print(json.dumps(memory_one(json.loads(sys.argv[2]))))
+        spec = json.loads(sys.argv[2])
+        print(json.dumps(trade_one(spec) if spec.get("trade") else memory_one(spec)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--openml-cache", type=Path, default=DEFAULT_CACHE, help="OpenML cache holding the large tasks")
@@ -192,6 +352,8 @@ def main() -> None:
     parser.add_argument("--ablation-tasks", default="6,32,3954,7592")
     parser.add_argument("--ablation-test-rows", type=int, default=1000)
     parser.add_argument("--memory", action="store_true", help="also the 200,000-row memory and time measurement")
+    parser.add_argument("--trade", action="store_true", help="also local contexts' time against accuracy")
+    parser.add_argument("--before", help="with --trade: a git revision to measure beside this checkout")
     parser.add_argument("--skip-main", action="store_true", help="leave out the per-task table")
     add_record_flag(parser)
     args = parser.parse_args()
@@ -207,6 +369,8 @@ def main() -> None:
         parts.append(ablation_table(every, args.fold, ablation_ids, args.ablation_test_rows))
     if args.memory:
         parts.append(memory_table())
+    if args.trade:
+        parts.append(trade_table(wanted, args.openml_cache, args.fold, args.before))
     title = f"Large tables: subsample and local contexts, fold {args.fold} of `large`"
     publish(section(title, "\n\n".join(parts)), args.record)
 

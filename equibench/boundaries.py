@@ -28,7 +28,7 @@ from sklearn.datasets import make_circles, make_classification, make_moons
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
-from .baselines.registry import check_weights, method_spec
+from .baselines.registry import check_weight_paths, check_weights, method_spec
 from .baselines.settings import MethodOptions, Settings
 from .errors import InvalidInputError, MethodUnavailableError
 from .figures import save_figure
@@ -101,6 +101,7 @@ class BoundaryConfig:
         for name in self.methods:
             method_spec(name)
         check_weights(self.options.weights)
+        check_weight_paths(self.options.weights)
         if len(set(self.methods)) != len(self.methods):
             raise InvalidInputError(f"methods listed more than once: {list(self.methods)}")
         if self.samples < 20:

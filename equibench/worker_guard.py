@@ -8,7 +8,9 @@ idle) and the pool's resource tracker were all still running 20 s later. So each
 watches its parent and exits when the parent is gone (within ``POLL_S``; the resource
 tracker follows when the last worker is gone). A thread polling ``os.getppid()`` is the
 portable way; Linux's ``PR_SET_PDEATHSIG`` would fire when the *thread* that started the
-worker ends, and loky starts replacement workers from its own threads.
+worker ends, and loky starts replacement workers from its own threads. No maintained library
+does this for us: loky (joblib 1.6) and ``multiprocessing`` have no parent watch, and psutil
+(not a dependency) only polls the same way (``Process.wait`` on a process not its child).
 Ctrl-C reaches the whole process group: workers ignore it and the parent stops them (see
 evaluate.backends.LocalBackend, pretrain.prefetch).
 """

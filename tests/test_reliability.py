@@ -288,12 +288,12 @@ def test_6_report_reads_the_cells_not_a_stale_table(demo_results, tmp_path):
     csv = (results / "results.csv").read_text().splitlines()
     (results / "results.csv").write_text("\n".join(csv[:3]) + "\n")  # a snapshot from before a kill
     stale = build_report([results], tmp_path / "stale").read_text()
-    assert "12 committed cells in cells/ (its results.csv, a snapshot, was stale)" in stale
+    assert "12 stored cells in cells/ (its results.csv, a snapshot, was stale)" in stale
     assert stale.split("## Suite", 1)[1] == full.split("## Suite", 1)[1]
-    assert "12 committed cells in cells/)" in full  # results.csv was current
+    assert "12 stored cells in cells/)" in full  # results.csv was current
     (results / "results.csv").unlink()
     # a folder without the snapshot (as results/ commits them) reads the same, without a note
-    assert "12 committed cells in cells/)" in build_report([results], tmp_path / "none").read_text()
+    assert "12 stored cells in cells/)" in build_report([results], tmp_path / "none").read_text()
 
 
 # -- 7. damaged probability files are recomputed --------------------------------------------

@@ -3,9 +3,10 @@ TabPFNStarClassifier. ``fit`` stores the (preprocessed) training context; the ne
 in ``predict_proba``.
 
 :func:`classifier_for` picks the class for a checkpoint's architecture (with ECOC beyond its
-class limit). The shared estimator is in :mod:`.estimator`, the checkpoint resolver and
-references in :mod:`.checkpoints`, the batched and cached forward passes in :mod:`.prediction`, the
-pickle-free fit state in :mod:`.fit_state`. The two public classes are defined here, so
+class limit). The shared estimator is in :mod:`.estimator`; the context strategies it chooses
+at fit in :mod:`.contexts` (one shared context) and :mod:`.local_contexts` (local contexts, over
+:mod:`.neighbours`); the network's forward passes in :mod:`.network_runs`; the checkpoint
+resolver in :mod:`.checkpoints`; the pickle-free fit state in :mod:`.fit_state`. The two public classes are defined here, so
 that pickles and OpenML flows name them ``equibench.classifier.<class>``.
 """
 
@@ -15,7 +16,7 @@ from ..errors import CheckpointError
 from .checkpoints import shared_network
 from .ecoc import ecoc_beyond
 from .estimator import DEFAULT_RANDOM_STATE, PFNClassifier, PretrainingLimitWarning
-from .local_context import uses_local_context
+from .local_contexts import uses_local_context
 
 __all__ = ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "classifier_for"]
 
@@ -55,12 +56,13 @@ class EquiTabPFNClassifier(PFNClassifier):
     fit_mode : {"low_memory", "fit_with_cache", "fit_preprocessors"}, default="low_memory"
         "low_memory" runs the whole network for every test batch, in bounded memory
         (row- and slot-wise chunks; K=1000 classes fit in a few GB); "fit_preprocessors"
-        (TabPFN's name) is the same. "fit_with_cache" runs the train side once at fit and
-        keeps each member's keys/values per layer (``contexts_``), so every later predict
-        only runs the test rows: much faster for repeated predicts (permutation importance,
-        small batches), at the cost of memory of about 2 x n_layers x context rows x (1+K)
-        x d_model numbers per member (:meth:`estimate_cache_bytes`; refused at fit above
-        ``cache_memory_limit_gb``). Same predictions to float tolerance.
+        (TabPFN's name) is the same. "fit_with_cache" keeps each context's keys/values per
+        layer once computed (the shared context at fit; a local context when a predict first
+        reaches it), so later predicts only run the test rows: much faster for repeated
+        predicts (permutation importance, small batches), at the cost of memory of about
+        2 x n_layers x context rows x (1+K) x d_model numbers per member and context
+        (:meth:`estimate_cache_bytes`; refused at fit above ``cache_memory_limit_gb``). Both
+        modes compute the same function: predictions agree to float32 rounding (1e-6).
     inference_precision : {"auto", "autocast"}, torch dtype or dtype name, default="auto"
         "auto": bfloat16 autocast on CUDA, float32 on CPU; "autocast": bfloat16 autocast
         on any device; a dtype ("float32", "float64", torch.float64, ...): weights and
@@ -69,9 +71,10 @@ class EquiTabPFNClassifier(PFNClassifier):
     softmax_temperature : float, default=0.8
         Logits are divided by it before the softmax.
     max_train_rows : int, default=3000
-        Above this many training rows, a random subsample of this many rows is the context
-        (with a :class:`PretrainingLimitWarning`): stratified, so it keeps the table's class
-        proportions, except that every class keeps at least
+        The context cap. Above this many training rows, ``context="auto"`` (the default)
+        uses local contexts; ``context="subsample"`` makes a random subsample of this many
+        rows the context (with a :class:`PretrainingLimitWarning`): stratified, so it keeps the
+        table's class proportions, except that every class keeps at least
         ``preprocessing.CONTEXT_CLASS_FLOOR`` (10) rows (or all it has).
     ignore_pretraining_limits : bool, default=False
         If True, every training row is the context however many there are (memory and
@@ -111,22 +114,24 @@ class EquiTabPFNClassifier(PFNClassifier):
     context : {"auto", "subsample", "local"}, default="auto"
         Which training rows each test row sees. "subsample": one context for every test
         row, all training rows up to ``max_train_rows`` and a stratified subsample above.
-        "local": the test rows of one predict are grouped by k-means (about
-        ``local_group_size`` rows a group) and each group's context is the union of its
-        rows' ``local_neighbors`` nearest training rows (Euclidean on the standardised
-        encoded columns), nearest first, at most ``local_max_rows``; each member's feature
-        transform is fitted on that context. A group's context holds only some classes: the
-        others get probability 0 for its rows (EquiTabPFN: exact by equivariance; TabPFN*:
-        error-correcting output codes within a context past its class limit). A row's
-        prediction then depends on the rows predicted with it (its group); the same rows and
-        seed give the same predictions. "auto": "local" above ``max_train_rows`` training
-        rows (unless ``ignore_pretraining_limits``), "subsample" up to it, where it changes
-        nothing. docs/EVALUATE.md says when local contexts pay and what they cost.
+        "local": at fit, the training rows are clustered by k-means (about
+        ``local_cluster_size`` rows a cluster) and each cluster's context is the union of its
+        rows' ``local_neighbors`` nearest training rows (Euclidean on the standardised encoded
+        columns), nearest first, at most ``local_max_rows``; each test row is served by the
+        context of its nearest cluster centroid, and each member's feature transform is fitted
+        on that context. A context holds only some classes: the others get probability 0 for
+        its rows (EquiTabPFN: exact by equivariance; TabPFN*: error-correcting output codes
+        within a context past its class limit). A row's prediction depends only on the fitted
+        classifier and that row, never on the rows predicted with it. "auto": "local" above
+        ``max_train_rows`` training rows (unless ``ignore_pretraining_limits``), "subsample" up
+        to it, where it changes nothing. docs/EVALUATE.md says when local contexts pay and what
+        they cost.
     local_neighbors : int, default=20
-        With local contexts: the nearest training rows each test row brings to its group's context.
-    local_group_size : int, default=25
-        With local contexts: the test rows per group (k-means on the rows predicted together,
-        4096 at a time); larger groups share a context among more rows (faster, less local).
+        With local contexts: the nearest training rows each training row of a cluster brings to
+        the cluster's context.
+    local_cluster_size : int, default=125
+        With local contexts: the training rows per cluster; smaller clusters are more local and
+        cost more (more contexts to run).
     local_max_rows : int, default=1000
         With local contexts: the most rows of a context (about the pretraining length); the
         nearest are kept.
@@ -149,23 +154,15 @@ class EquiTabPFNClassifier(PFNClassifier):
         The device the network runs on.
     encoder_ : TableEncoder
         The fitted column encoding and feature selection.
-    transforms_ : list of MemberTransform
-        The fitted per-member feature transforms, one per ensemble member.
     context_ : {"subsample", "local"}
         The context strategy this fit uses (``context`` with "auto" resolved).
-    train_features_ : list of torch.Tensor of shape (n_context, n_used_features), or None
-        The transformed context rows of each member; None with local contexts, whose members
-        transform each group's context at predict.
-    train_labels_ : torch.Tensor of shape (n_context,)
-        The context rows' labels as positions in ``classes_`` (every training row with local contexts).
-    train_values_ : ndarray of shape (n_samples, n_used_columns)
-        With local contexts only: every training row as ``encoder_`` encodes it.
-    neighbours_ : NeighbourIndex
-        With local contexts only: the training rows' nearest-neighbour index (rebuilt when unpickled).
-    local_seed_ : int
-        With local contexts only: the seed of the grouping of test rows.
-    contexts_ : list of Context
-        With ``fit_mode="fit_with_cache"`` only: each member's cached train side.
+    strategy_ : SharedContext or LocalContexts
+        The fitted context strategy (:mod:`equibench.classifier.contexts`): the training rows it
+        uses as the encoder encodes them, their labels, the members' preprocessing, the
+        contexts, the resolved parameters (temperature, fit mode, neighbours, cluster size) and,
+        with ``fit_mode="fit_with_cache"``, the cached keys and values.
+    inference_precision_, batch_size_
+        ``inference_precision`` and ``batch_size`` as read at fit.
 
     Notes
     -----
@@ -219,9 +216,9 @@ class TabPFNStarClassifier(PFNClassifier):
         The checkpoint file by name or path and sha256; None for a model object.
     device_ : torch.device
         The device the network runs on.
-    context_, encoder_, transforms_, train_features_, train_labels_, train_values_, neighbours_, local_seed_, contexts_
-        The context strategy, fitted preprocessing, context, local-context index and
-        (fit_with_cache) cache, as for :class:`EquiTabPFNClassifier`.
+    encoder_, context_, strategy_, inference_precision_, batch_size_
+        The fitted encoding, context strategy and resolved run settings, as for
+        :class:`EquiTabPFNClassifier`.
 
     Notes
     -----

@@ -51,6 +51,34 @@ def draw_codebook(n_classes: int, max_classes: int, redundancy: float, rng: np.r
     return codebook
 
 
+def best_codebook(n_classes: int, max_classes: int, redundancy: float, n_draws: int,
+                  rng: np.random.RandomState) -> np.ndarray:
+    """Of ``n_draws`` random codebooks (:func:`draw_codebook`), the one with the largest minimum
+    Hamming distance between class codes (the first best on ties): (rows, K)."""
+    draws = [draw_codebook(n_classes, max_classes, redundancy, rng) for _ in range(n_draws)]
+    return max(draws, key=min_hamming_distance)
+
+
+def decode(codebook: np.ndarray, symbol_probas, max_classes: int) -> np.ndarray:
+    """Each class's score (m, K) from the codebook (rows, K) and, per codebook row, the symbols
+    its sub-model saw and their probabilities ``(present (s,), proba (m, s))``: the mean
+    log-probability of the class's symbol over the rows where it is not "rest" (the symbol
+    ``max_classes - 1`` of a codebook with more classes than ``max_classes``). Their softmax is
+    the class probabilities."""
+    n_classes = codebook.shape[1]
+    rest = max_classes - 1 if n_classes > max_classes else None
+    scores, covered = None, np.zeros(n_classes)
+    for row, (present, proba) in zip(codebook, symbol_probas):
+        symbol_proba = np.full((proba.shape[0], max_classes), _EPS)
+        symbol_proba[:, present] = np.maximum(proba, _EPS)
+        own = row != rest
+        if scores is None:
+            scores = np.zeros((proba.shape[0], n_classes))
+        scores[:, own] += np.log(symbol_proba[:, row[own]])
+        covered[own] += 1
+    return scores / np.maximum(covered, 1)
+
+
 class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     """Wrap ``estimator`` (which handles at most ``max_classes`` classes) for any K.
 
@@ -92,8 +120,7 @@ class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
         rng = check_random_state(self.random_state)
-        draws = [draw_codebook(len(self.classes_), self.max_classes, self.redundancy, rng) for _ in range(self.n_draws)]
-        self.codebook_ = max(draws, key=min_hamming_distance)  # first best on ties
+        self.codebook_ = best_codebook(len(self.classes_), self.max_classes, self.redundancy, self.n_draws, rng)
         self.estimators_ = [clone(self.estimator).fit(X, row[y_encoded]) for row in self.codebook_]
         return self
 
@@ -120,17 +147,8 @@ class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         the codebook rows where it has its own symbol; their softmax is :meth:`predict_proba`."""
         check_is_fitted(self)
         validate_data(self, X, skip_check_array=True, reset=False)
-        n_classes = len(self.classes_)
-        rest = self.max_classes - 1 if n_classes > self.max_classes else None
-        scores = np.zeros((X.shape[0], n_classes))
-        counts = np.zeros(n_classes)
-        for row, estimator in zip(self.codebook_, self.estimators_):
-            symbol_proba = np.full((X.shape[0], self.max_classes), _EPS)
-            symbol_proba[:, estimator.classes_] = np.maximum(estimator.predict_proba(X), _EPS)
-            own = row != rest
-            scores[:, own] += np.log(symbol_proba[:, row[own]])
-            counts[own] += 1
-        return scores / np.maximum(counts, 1)
+        symbol_probas = [(estimator.classes_, estimator.predict_proba(X)) for estimator in self.estimators_]
+        return decode(self.codebook_, symbol_probas, self.max_classes)
 
     def predict(self, X) -> np.ndarray:
         probabilities = self.predict_proba(X)

@@ -20,27 +20,14 @@ from ..context_rules import CONTEXTS, MAX_TRAIN_ROWS
 from ..devices import resolve_device, resolve_precision
 from ..errors import InvalidInputError, TooManyClassesError
 from ..frames import as_pandas
-from ..preprocessing import (
-    CATEGORICAL_ENCODINGS,
-    FEATURE_TRANSFORMS,
-    MemberTransform,
-    TableEncoder,
-    ensemble_members,
-    stratified_subsample,
-)
+from ..preprocessing import CATEGORICAL_ENCODINGS, FEATURE_TRANSFORMS, TableEncoder, ensemble_members
 from .checkpoints import load_model, model_from_reference
+from .contexts import ContextStrategy, SharedContext
 from .fit_state import load_fit_state, save_fit_state
 from .inputs import check_labels_present, choices, label_array, size_text
-from .local_context import (
-    LOCAL_GROUP_SIZE,
-    LOCAL_MAX_ROWS,
-    LOCAL_NEIGHBORS,
-    NeighbourIndex,
-    uses_local_context,
-)
-from .local_prediction import LocalPrediction
-from .official_preprocessing import OfficialTransform
-from .prediction import CACHE_PRECISIONS, EnsemblePrediction
+from .local_contexts import LOCAL_CLUSTER_SIZE, LOCAL_MAX_ROWS, LOCAL_NEIGHBORS, LocalContexts, uses_local_context
+from .network_runs import CACHE_PRECISIONS, NetworkRunner
+from .official_preprocessing import OFFICIAL_MEMBER
 
 #: ``fit_mode``: "low_memory" runs the whole network per test batch; "fit_with_cache"
 #: runs the train side once at fit and keeps its keys/values for every later predict;
@@ -69,7 +56,7 @@ class PretrainingLimitWarning(UserWarning):
     reduced it (fewer context rows or fewer features)."""
 
 
-class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEstimator):
+class PFNClassifier(ClassifierMixin, BaseEstimator):
     """Shared implementation; subclasses fix the architecture."""
 
     _arch: str = ""
@@ -96,7 +83,7 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         preprocessing: str = "equibench",
         context: str = "auto",
         local_neighbors: int = LOCAL_NEIGHBORS,
-        local_group_size: int = LOCAL_GROUP_SIZE,
+        local_cluster_size: int = LOCAL_CLUSTER_SIZE,
         local_max_rows: int = LOCAL_MAX_ROWS,
     ):
         self.checkpoint = checkpoint
@@ -117,7 +104,7 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         self.preprocessing = preprocessing
         self.context = context
         self.local_neighbors = local_neighbors
-        self.local_group_size = local_group_size
+        self.local_cluster_size = local_cluster_size
         self.local_max_rows = local_max_rows
 
     def __sklearn_tags__(self):
@@ -141,18 +128,17 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
     # -- fitting -----------------------------------------------------------------------
 
     def fit(self, X, y, **fit_params):
-        """Store the training context: labels, fitted preprocessing and, per ensemble
-        member, the transformed training rows (a stratified random subsample above
-        ``max_train_rows`` unless ``ignore_pretraining_limits``). ``sample_weight`` is not
-        supported (refused with the reason); no other fit parameter exists."""
+        """Choose the context strategy and fit it: the labels, the fitted preprocessing and the
+        contexts (one shared context, a stratified random subsample above ``max_train_rows``
+        unless ``ignore_pretraining_limits``; or local contexts). Every parameter is read here:
+        ``set_params`` after fit changes nothing until the next fit (except ``device`` through
+        :meth:`to`). ``sample_weight`` is not supported (refused with the reason); no other fit
+        parameter exists."""
         if "sample_weight" in fit_params:
             raise InvalidInputError(_NO_SAMPLE_WEIGHT)
         if fit_params:
             raise TypeError(f"fit() takes only X and y, got {', '.join(sorted(fit_params))}")
         transforms, encodings = self._check_params()
-        for name in ("contexts_", "train_values_", "neighbours_", "local_seed_", "cluster_centroids_",
-                     "cluster_contexts_"):  # of an earlier fit
-            self.__dict__.pop(name, None)
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
@@ -166,23 +152,19 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         self.model_, self.checkpoint_reference_ = load_model(self.checkpoint, self._arch)
         self.device_ = resolve_device(self.device)
         resolve_precision(self.inference_precision, self.device_)
+        self.inference_precision_, self.batch_size_ = self.inference_precision, self.batch_size
         local = uses_local_context(self.context, len(y), self.max_train_rows, self.ignore_pretraining_limits)
-        self.context_ = "local" if local else "subsample"
-        limit = self.model_.class_limit
-        if limit is not None and n_classes > limit and not local:
-            raise TooManyClassesError.for_counts(limit, n_classes)
-        cap = len(y) if self.ignore_pretraining_limits or local else self.max_train_rows
-        rows = stratified_subsample(y_encoded, cap, rng)
+        strategy = self._new_strategy("local" if local else "subsample", n_classes)
+        rows = strategy.training_rows(y_encoded, rng)
         if len(rows) < len(y):
             self._warn_limit(
                 f"{len(y)} training rows exceed max_train_rows={self.max_train_rows}: the context is a "
-                f"random subsample of {len(rows)} rows in the table's class proportions. Raise max_train_rows, or pass "
+                f"random subsample of {len(rows)} rows in the table's class proportions. Raise max_train_rows, "
+                "pass context='local' (local contexts, the default context='auto' above the cap), or "
                 "ignore_pretraining_limits=True to use every row (more memory and time)"
             )
-        if self.fit_mode == "fit_with_cache" and not local:  # refused before any preprocessing
-            n_members = 1 if self.preprocessing == "official" else self.n_estimators
-            self._check_cache_memory(self._cache_bytes(len(rows), n_members), n_members, f"{len(rows)} context rows",
-                                     self._building_bytes(len(rows), n_classes))
+        if strategy.cached and strategy.contexts is not None:  # refused before any preprocessing where it can be
+            self._check_cache_memory(strategy)
         X_rows = X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
         f_max = self.model_.config.f_max
         self.encoder_ = TableEncoder(f_max, random_state=rng.randint(2**31 - 1), categorical_features=categorical)
@@ -194,50 +176,68 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
                 "SelectKBest in a Pipeline) to choose which", always=True
             )
         if self.preprocessing == "official":
-            self.transforms_ = [OfficialTransform(f_max)]
+            specs = [OFFICIAL_MEMBER]
         else:
-            specs = ensemble_members(
-                self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts, transforms, encodings
-            )
-            self.transforms_ = [MemberTransform(spec, f_max) for spec in specs]
-        self.train_labels_ = torch.from_numpy(y_encoded[rows].astype(np.int64))  # (N,)
-        if local:  # each member's transform is fitted on each group's context at predict
-            self.train_values_ = values  # (N, F) encoded, every training row
-            self.neighbours_ = NeighbourIndex().fit(values)
-            self.local_seed_ = int(rng.randint(2**31 - 1))
-            self.train_features_ = None
-            if self.fit_mode == "fit_with_cache":
-                self._plan_clusters()
-                mean_rows = np.mean([len(c) for c in self.cluster_contexts_])
-                largest = max(len(c) for c in self.cluster_contexts_)
-                self._check_cache_memory(self.estimate_cache_bytes(), len(self.transforms_),
-                                         f"{len(self.cluster_contexts_)} local contexts of {mean_rows:.0f} rows on average",
-                                         self._building_bytes(largest, n_classes))
-                self.contexts_ = self._encode_local_contexts()
-            return self
-        counts = self.encoder_.category_counts()
-        self.train_features_ = [t.fit_transform(values, counts) for t in self.transforms_]  # each (N, F_used)
-        if self.fit_mode == "fit_with_cache":
-            self.contexts_ = self._encode_contexts()
+            specs = ensemble_members(self.n_estimators, values.shape[1], n_classes, rng, self._class_shifts,
+                                     transforms, encodings)
+        strategy.fit(values, y_encoded[rows], self.encoder_.category_counts(), specs, int(rng.randint(2**31 - 1)))
+        if strategy.cached:
+            self._check_cache_memory(strategy)
+        strategy.prepare(self._runner())
+        self.strategy_, self.context_ = strategy, strategy.name
         return self
 
-    def _check_cache_memory(self, size: int, n_members: int, what: str, building: int) -> None:
-        """Refuse, before it is built, a fit_with_cache cache of ``size`` bytes whose fit's peak,
-        with the ``building`` bytes of working memory, is above ``cache_memory_limit_gb``;
-        ``what`` says which contexts it holds."""
+    def _new_strategy(self, name: str, n_classes: int) -> ContextStrategy:
+        """The context strategy ``name`` ("subsample" or "local") with this estimator's parameters."""
+        common = {"n_members": 1 if self.preprocessing == "official" else self.n_estimators, "n_classes": n_classes,
+                  "temperature": float(self.softmax_temperature), "cached": self.fit_mode == "fit_with_cache",
+                  "cache_dtype": None if self.cache_precision == "auto" else getattr(torch, self.cache_precision),
+                  "class_limit": self.model_.class_limit, "official": self.preprocessing == "official",
+                  "f_max": self.model_.config.f_max}
+        if name == "local":
+            return LocalContexts(n_neighbors=self.local_neighbors, cluster_size=self.local_cluster_size,
+                                 max_rows=self.local_max_rows, **common)
+        limit = self.model_.class_limit
+        if limit is not None and n_classes > limit:
+            raise TooManyClassesError.for_counts(limit, n_classes)
+        return SharedContext(max_rows=None if self.ignore_pretraining_limits else self.max_train_rows, **common)
+
+    def _runner(self) -> NetworkRunner:
+        return NetworkRunner(self.model_, self.device_, self.inference_precision_, self.batch_size_)
+
+    def _cache_storage_dtype(self) -> torch.dtype:
+        """The cache's dtype: ``cache_precision``'s, else the inference dtype (an upper bound under autocast)."""
+        if self.cache_precision != "auto":
+            return getattr(torch, self.cache_precision)
+        return resolve_precision(self.inference_precision, self.device_)[0]
+
+    def estimate_cache_bytes(self) -> int:
+        """The bytes ``fit_mode="fit_with_cache"`` keeps once every context is encoded, whatever the
+        fit_mode this classifier was fitted with: per context and member, about 2 x layers x
+        context rows x (1+K) x d_model numbers for EquiTabPFN (2 x blocks x rows x d_model for
+        TabPFN*), in the cache's dtype. fit checks it against ``cache_memory_limit_gb``. With
+        local contexts, the sum over every cluster's context (a predict encodes those it reaches)."""
+        check_is_fitted(self)
+        return self.strategy_.cache_plan(self.model_)[0] * self._cache_storage_dtype().itemsize
+
+    def _check_cache_memory(self, strategy: ContextStrategy) -> None:
+        """Refuse a fit_with_cache cache whose fit's peak (the cache in its dtype and the working
+        memory of encoding its largest context) is above ``cache_memory_limit_gb``."""
         limit = self.cache_memory_limit_gb
+        numel, building_numel, what = strategy.cache_plan(self.model_)
+        size = numel * self._cache_storage_dtype().itemsize
+        building = building_numel * resolve_precision(self.inference_precision, self.device_)[0].itemsize
         if limit is None or size + building <= limit * 1e9:
             return
-        local = self.context_ == "local"
         dtype = str(self._cache_storage_dtype()).removeprefix("torch.")
         options = ["fit_mode='low_memory' (the same predictions without a cache)"]
         if self._cache_storage_dtype().itemsize > 2:
             options.append("cache_precision='float16' (half the memory)")
-        options.append(f"fewer n_estimators or {'a smaller local_max_rows' if local else 'max_train_rows'}")
+        options.append(f"fewer n_estimators or {'a smaller local_max_rows' if strategy.name == 'local' else 'max_train_rows'}")
         raise InvalidInputError(
-            f"fit_mode='fit_with_cache' would keep about {size_text(size)} of cached keys and values ({n_members} "
-            f"members, {what}, {len(self.classes_)} classes, {dtype}) and work with {size_text(building)} more while "
-            f"building them, above cache_memory_limit_gb={limit}: use "
+            f"fit_mode='fit_with_cache' would keep about {size_text(size)} of cached keys and values "
+            f"({strategy.n_members} members, {what}, {len(self.classes_)} classes, {dtype}) and work with "
+            f"{size_text(building)} more while building them, above cache_memory_limit_gb={limit}: use "
             f"{', '.join(options)}, or raise cache_memory_limit_gb (None: no limit)"
         )
 
@@ -254,7 +254,7 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
 
-        for name in ("n_estimators", "max_train_rows", "batch_size", "local_neighbors", "local_group_size",
+        for name in ("n_estimators", "max_train_rows", "batch_size", "local_neighbors", "local_cluster_size",
                      "local_max_rows"):
             positive_int(name)
         if not (isinstance(self.context, str) and self.context in CONTEXTS):
@@ -327,8 +327,7 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
     # -- persistence -------------------------------------------------------------------
 
     def __getstate__(self):
-        state = dict(super().__getstate__())
-        state.pop("contexts_", None)  # the fit_with_cache cache: rebuilt from the context on first use
+        state = dict(super().__getstate__())  # the strategy drops its cache (rebuilt on first use)
         reference = state.get("checkpoint_reference_")
         if reference is not None and "packaged" in reference:
             state["model_"] = None  # loaded again from the packaged file named by the reference
@@ -336,8 +335,6 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        if state.get("neighbours_") is not None:
-            self.neighbours_.restore(self.train_values_)  # the index is not pickled
         reference = state.get("checkpoint_reference_")
         if "model_" in state and state["model_"] is None and reference is not None:
             self.model_ = model_from_reference(reference)[0]
@@ -348,7 +345,7 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         referenced by name (packaged) or path, with its sha256. Load with
         :meth:`load_from_fit_state`."""
         check_is_fitted(self)
-        if getattr(self, "preprocessing", "equibench") == "official":
+        if self.preprocessing == "official":
             raise InvalidInputError("save_fit_state does not store preprocessing='official'; pickle the classifier "
                                     "(pickle or joblib) instead")
         return save_fit_state(self, path)
@@ -365,35 +362,57 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities (n_samples, n_classes), columns ordered as ``classes_``; the
         average over ensemble members of softmax(logits / softmax_temperature)."""
-        return self._ensemble(self._encoded(X))["proba"]
+        return self._outputs(X)["proba"]
 
     def predict_log_proba(self, X) -> np.ndarray:
         """The logarithm of :meth:`predict_proba` (n_samples, n_classes), computed in log space
         (finite where a probability underflows to 0)."""
-        return self._ensemble(self._encoded(X))["log_proba"]
+        return self._outputs(X)["log_proba"]
 
     def predict_logits(self, X) -> np.ndarray:
         """The members' average of logits / ``softmax_temperature`` (n_samples, n_classes), columns
         ordered as ``classes_``: TabPFN's meaning (its softmax is ``predict_proba`` for one member)."""
-        return self._ensemble(self._encoded(X))["logits"]
+        return self._outputs(X)["logits"]
 
     def predict_raw_logits(self, X) -> np.ndarray:
         """Each member's logits before ``softmax_temperature``, (n_estimators, n_samples,
-        n_classes), columns ordered as ``classes_`` (TabPFN's ``predict_raw_logits``)."""
-        return self._raw_logits(self._encoded(X))
+        n_classes), columns ordered as ``classes_`` (TabPFN's ``predict_raw_logits``); -inf for a
+        class a row's local context lacks."""
+        values = self._encoded(X)
+        return self.strategy_.raw_logits(self._runner(), values)
 
     def get_embeddings(self, X) -> np.ndarray:
         """The decoder's inputs for the rows of X, per ensemble member: for EquiTabPFN the
         final tokens, shape (n_estimators, n_samples, 1 + n_classes, d_model) (slot 0 the
         covariate token, slot 1+k the class ``classes_[k]``); for TabPFN* the final row token,
-        shape (n_estimators, n_samples, d_model). float32 (float64 with that precision)."""
+        shape (n_estimators, n_samples, d_model). float32 (float64 with that precision).
+        Refused with local contexts (each context has its own classes)."""
         values = self._encoded(X)
-        if self.context_ == "local":
-            raise InvalidInputError(
-                "get_embeddings needs one context for every row, but this classifier uses local contexts (each group "
-                "of test rows has its own classes): fit it with context='subsample' to get embeddings"
+        return self.strategy_.embeddings(self._runner(), values)
+
+    def context_summary(self, X, y=None) -> dict[str, float]:
+        """How the contexts serve the rows of X, without running the network: "groups" (the
+        contexts reached; 1 with one context for every row), the mean "rows" and "classes" per
+        context reached and, given the rows' labels ``y``, "true_class_absent": the fraction of
+        rows whose class is not in their context (they get probability 0 for it)."""
+        values = self._encoded(X)
+        codes = None
+        if y is not None:
+            y = np.asarray(y)
+            codes = np.minimum(np.searchsorted(self.classes_, y), len(self.classes_) - 1)
+            codes = np.where(self.classes_[codes] == y, codes, -1)
+        return self.strategy_.summary(values, codes)
+
+    def _outputs(self, X) -> dict[str, np.ndarray]:
+        values = self._encoded(X)
+        result = self.strategy_.outputs(self._runner(), values)
+        broken = ~np.isfinite(result["proba"]).all(axis=1) | np.isnan(result["logits"]).any(axis=1)
+        if broken.any():
+            raise FloatingPointError(
+                f"the model produced NaN or infinite probabilities for {int(broken.sum())} rows; its weights are not "
+                "usable (a diverged training?): use another checkpoint"
             )
-        return self._embeddings(values)
+        return result
 
     def _encoded(self, X) -> np.ndarray:
         check_is_fitted(self)
@@ -406,13 +425,9 @@ class PFNClassifier(LocalPrediction, EnsemblePrediction, ClassifierMixin, BaseEs
         Returns self."""
         resolved = resolve_device(device)
         if hasattr(self, "device_"):
-            resolve_precision(self.inference_precision, resolved)
+            resolve_precision(self.inference_precision_, resolved)
             self.model_ = self.model_.to(resolved)
-            if getattr(self, "contexts_", None) is not None and self.context_ == "local":
-                self.contexts_ = [[(transform, context.to(resolved)) for transform, context in runs]
-                                  for runs in self.contexts_]
-            elif getattr(self, "contexts_", None) is not None:
-                self.contexts_ = [context.to(resolved) for context in self.contexts_]
+            self.strategy_.to(resolved)
             self.device_ = resolved
         self.device = device if isinstance(device, str) else str(resolved)
         return self

@@ -21,23 +21,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-from sklearn.preprocessing import OrdinalEncoder, QuantileTransformer
+from sklearn.preprocessing import OrdinalEncoder
 
 from .._version import __version__
 from ..atomic_files import atomic_write
 from ..devices import resolve_device
 from ..errors import FitStateError, InvalidInputError
-from ..preprocessing import MemberSpec, MemberTransform, TableEncoder
+from ..preprocessing import MemberSpec, TableEncoder
 from .checkpoints import load_model, model_from_reference
-from .local_context import NeighbourIndex
 
 FORMAT = "equibench-fit-state"
-FORMAT_VERSION = 2  # 2: a sha256 per array and of the header
+FORMAT_VERSION = 3  # 3: the context strategy's arrays
 
 #: What load_fit_state reads from the header.
 _HEADER_KEYS = ("estimator", "params", "checkpoint", "device", "classes_dtype", "n_features_in", "encoder", "members",
-                "digests")
+                "context", "digests")
 
 
 def _digest(array: np.ndarray) -> str:
@@ -87,33 +85,12 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
         for j, categories in enumerate(encoder.ordinal_.categories_):
             kept = categories[~np.asarray(pd.isna(categories), dtype=bool)]
             arrays[f"encoder/categories/{j}"] = kept.astype(float if kept.dtype.kind in "fiu" else str)
-    members = []
-    local = estimator.context_ == "local"
-    for i, transform in enumerate(estimator.transforms_):
-        members.append({"variant": transform.spec.variant, "feature_shift": transform.spec.feature_shift,
-                        "class_shift": transform.spec.class_shift,
-                        "categorical_encoding": transform.spec.categorical_encoding,
-                        "one_hot": [[int(j), int(n)] for j, n in getattr(transform, "one_hot_", {}).items()]})
-        if local:  # fitted per context at predict
-            continue
-        features = estimator.train_features_[i]
-        arrays[f"member/{i}/mean"] = transform.mean_.numpy()
-        arrays[f"member/{i}/std"] = transform.std_.numpy()
-        arrays[f"member/{i}/train_features"] = features.numpy()
-        if transform.spec.variant == "quantile":
-            arrays[f"member/{i}/quantiles"] = transform.quantile_.quantiles_
-            arrays[f"member/{i}/references"] = transform.quantile_.references_
-            arrays[f"member/{i}/exponent"] = np.asarray(transform.exponent_)
-    arrays["train_labels"] = estimator.train_labels_.numpy()
-    context = {"strategy": estimator.context_}
-    if local:
-        arrays["local/train_values"] = estimator.train_values_
-        arrays["local/mean"], arrays["local/scale"] = estimator.neighbours_.mean_, estimator.neighbours_.scale_
-        context["seed"] = estimator.local_seed_
-        if getattr(estimator, "cluster_contexts_", None) is not None:
-            arrays["local/centroids"] = estimator.cluster_centroids_
-            arrays["local/cluster_rows"] = np.concatenate(estimator.cluster_contexts_)
-            arrays["local/cluster_sizes"] = np.asarray([len(rows) for rows in estimator.cluster_contexts_])
+    strategy = estimator.strategy_
+    members = [{"variant": spec.variant, "feature_shift": spec.feature_shift, "class_shift": spec.class_shift,
+                "categorical_encoding": spec.categorical_encoding} for spec in strategy.specs]
+    for name, array in strategy.state_arrays().items():
+        arrays[f"strategy/{name}"] = array
+    context = {"strategy": strategy.name, "seed": strategy.seed}
     header = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "equibench_version": __version__,
         "estimator": type(estimator).__name__, "params": params,
@@ -224,46 +201,15 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     if "feature_names_in" in arrays:
         estimator.feature_names_in_ = arrays["feature_names_in"].astype(object)
     estimator.encoder_ = _encoder(header["encoder"], arrays)
-    estimator.transforms_, estimator.train_features_ = [], []
-    context = header.get("context", {"strategy": "subsample"})
-    estimator.context_ = context["strategy"]
-    for i, saved in enumerate(header["members"]):
-        spec = {key: value for key, value in saved.items() if key != "one_hot"}
-        transform = MemberTransform(MemberSpec(**spec), estimator.model_.config.f_max)
-        if estimator.context_ == "local":  # fitted per context at predict
-            estimator.transforms_.append(transform)
-            continue
-        transform.one_hot_ = {j: n for j, n in saved.get("one_hot", [])}  # column -> categories
-        transform.mean_ = torch.from_numpy(arrays[f"member/{i}/mean"])
-        transform.std_ = torch.from_numpy(arrays[f"member/{i}/std"])
-        if spec["variant"] == "quantile":
-            quantiles = arrays[f"member/{i}/quantiles"]
-            quantile = QuantileTransformer(n_quantiles=len(quantiles), output_distribution="normal")
-            quantile.quantiles_, quantile.references_ = quantiles, arrays[f"member/{i}/references"]
-            quantile.n_quantiles_, quantile.n_features_in_ = len(quantiles), quantiles.shape[1]
-            transform.quantile_ = quantile
-            transform.exponent_ = arrays[f"member/{i}/exponent"]
-        estimator.transforms_.append(transform)
-        estimator.train_features_.append(torch.from_numpy(arrays[f"member/{i}/train_features"]))
-    estimator.train_labels_ = torch.from_numpy(arrays["train_labels"])
-    if estimator.context_ == "local":
-        _restore_local(estimator, context, arrays)
+    estimator.inference_precision_, estimator.batch_size_ = estimator.inference_precision, estimator.batch_size
+    context = header["context"]
+    strategy = estimator._new_strategy(context["strategy"], len(estimator.classes_))
+    saved = {name.removeprefix("strategy/"): array for name, array in arrays.items() if name.startswith("strategy/")}
+    strategy.restore(saved, estimator.encoder_.category_counts(), [MemberSpec(**spec) for spec in header["members"]],
+                     int(context["seed"]))
+    strategy.prepare(estimator._runner())
+    estimator.strategy_, estimator.context_ = strategy, strategy.name
     return estimator
-
-
-def _restore_local(estimator, context: dict, arrays: dict) -> None:
-    """The local-context state: the encoded training rows, the neighbour index (rebuilt) and,
-    for fit_with_cache, the training clusters (their encoded contexts rebuilt on first use)."""
-    estimator.train_features_ = None
-    estimator.train_values_ = arrays["local/train_values"]
-    index = NeighbourIndex()
-    index.mean_, index.scale_ = arrays["local/mean"], arrays["local/scale"]
-    estimator.neighbours_ = index.restore(estimator.train_values_)
-    estimator.local_seed_ = int(context["seed"])
-    if "local/centroids" in arrays:
-        estimator.cluster_centroids_ = arrays["local/centroids"]
-        ends = np.cumsum(arrays["local/cluster_sizes"])
-        estimator.cluster_contexts_ = np.split(arrays["local/cluster_rows"], ends[:-1])
 
 
 def _saved_device(device: str) -> str:

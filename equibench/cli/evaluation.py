@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from ..errors import InvalidInputError
 from . import output
-from .completion import complete_methods, complete_suite
+from .completion import complete_contexts, complete_methods, complete_suite
 from .failures import with_flags
 from .options import JsonOption, OldCheckpointFlag, OldPathFlag, WeightsOption, int_list, weights_map
 
@@ -54,7 +54,7 @@ def evaluate(
     methods: Annotated[str, typer.Option(autocompletion=complete_methods, help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
     ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
-    contexts: Annotated[str, typer.Option(help="Context strategies of the PFN methods, e.g. auto,subsample (one variant each): auto = local contexts above 3000 training rows, subsample = a stratified subsample of 3000 rows, local = local contexts always.")] = "auto",
+    contexts: Annotated[str, typer.Option(autocompletion=complete_contexts, help="Context strategies of the PFN methods, e.g. auto,subsample (one variant each): auto = local contexts above 3000 training rows, subsample = a stratified subsample of 3000 rows, local = local contexts always.")] = "auto",
     jobs: Annotated[Optional[int], typer.Option(help="Cells run in parallel worker processes on this machine (default: its cores / --threads-per-cell, or 1 with a --device other than cpu; 1 runs them in this process).", show_default=False)] = None,
     scheduler: Annotated[Optional[str], typer.Option(envvar="EQUIBENCH_SCHEDULER", help="Run the cells on a Dask cluster: its scheduler address (tcp://host:8786), a scheduler file (.json), or local:N for N worker processes here. See docs/DISTRIBUTED.md.")] = None,
     openml_cache: Annotated[Optional[Path], typer.Option(help="Your OpenML cache folder, in openml's layout (copied, never modified; fill one with `equibench download`); default $OPENML_CACHE_DIR, else openml's own cache.", show_default=False)] = None,
@@ -294,12 +294,18 @@ def methods(as_json: JsonOption = False) -> None:
     output.console.print(table)
 
 
+def _task_id(task_id: str):
+    """A task id as JSON gives it: an OpenML task's as the integer it is, a demo task's as its name."""
+    return int(task_id) if task_id.isdecimal() else task_id
+
+
 def suites(as_json: JsonOption = False) -> None:
     """The built-in task suites, with all their task ids."""
     from ..tasks.suites import BUILTIN_SUITES
 
     if as_json:
-        output.print_json([{"suite": s.name, "tasks": len(s.task_ids), "task_ids": list(s.task_ids)} for s in BUILTIN_SUITES.values()])
+        output.print_json([{"suite": s.name, "tasks": len(s.task_ids), "task_ids": [_task_id(t) for t in s.task_ids]}
+                           for s in BUILTIN_SUITES.values()])
         return
     table = output.table("suite", "tasks", "task ids")
     for suite in BUILTIN_SUITES.values():

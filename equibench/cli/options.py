@@ -9,6 +9,7 @@ import typer
 
 from ..errors import InvalidInputError
 from . import output
+from .completion import complete_weights
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -41,7 +42,8 @@ def _weights_help() -> str:
             "that needs weights and has none is skipped, with why.")
 
 
-WeightsOption = Annotated[Optional[list[str]], typer.Option(metavar="METHOD=PATH", help=_weights_help(), show_default=False)]
+WeightsOption = Annotated[Optional[list[str]], typer.Option(metavar="METHOD=PATH", help=_weights_help(), show_default=False,
+                                                            autocompletion=complete_weights)]
 
 #: The per-method flags that ``--weights`` replaced, by parameter name (``tabpfn_weights`` is
 #: ``--tabpfn-weights``), and the methods whose weights each gives. Hidden, they work for one

@@ -35,42 +35,48 @@ def equivariance(
     tabpfn_weights: OldPathFlag = None,
     tabicl_checkpoint: OldPathFlag = None,
 ) -> None:
-    """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy."""
+    """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy; also of each PFN method given --weights (e.g. tabpfn-v2, tabicl, equitabpfn-official), through its classifier with one member."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from ..baselines.settings import MethodOptions
     from ..equivariance import EquivarianceConfig, run_equivariance
+    from ..equivariance.methods import weighted_methods
     from ..progress import Progress
 
-    bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint, K)"),
-                   TimeElapsedColumn(), console=output.errors, disable=not progress)
-    task = bar.add_task("equivariance", total=None)
-
-    def advance(done: int, total: int) -> None:
-        # the bar starts once the checkpoints loaded: a bad input stays a single error line
-        if not bar.live.is_started:
-            bar.start()
-        bar.update(task, completed=done, total=total)
-
+    options = MethodOptions(weights=weights_map(weights, tabpfn_weights=tabpfn_weights,
+                                                tabicl_checkpoint=tabicl_checkpoint), device=device)
     config = EquivarianceConfig(
         classes=int_list(classes, "--classes"), ensembles=int_list(ensembles, "--ensembles"),
-        datasets=datasets, rows=rows, seed=seed, device=device,
+        datasets=datasets, rows=rows, seed=seed, device=device, methods=weighted_methods(options),
         **({"checkpoints": tuple(checkpoints)} if checkpoints else {}),
     )
+    bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint or method, K)"),
+                   TimeElapsedColumn(), console=output.errors, disable=not progress)
+    tasks = []
+
+    def advance(done: int, total: int) -> None:
+        # the bar and its task start once the checkpoints loaded and the methods were checked:
+        # a bad input stays a single error line
+        if not tasks:
+            bar.start()
+            tasks.append(bar.add_task("equivariance", total=total))
+        bar.update(tasks[0], completed=done, total=total)
+
     try:
         frame = run_equivariance(
             config, out, toy=toy, toy_grid=toy_grid, log=lambda line: bar.console.print(line, highlight=False),
             progress=advance, toy_methods=tuple(filter(None, (name.strip() for name in toy_methods.split(",")))),
-            options=MethodOptions(weights=weights_map(weights, tabpfn_weights=tabpfn_weights,
-                                                      tabicl_checkpoint=tabicl_checkpoint), device=device),
+            options=options,
         )
     finally:
         if bar.live.is_started:
             bar.stop()
-    table = output.table("checkpoint", "K", *(f"E={size}" for size in config.ensembles),
+    sizes = sorted(frame.ensemble.unique())
+    table = output.table("checkpoint or method", "K", *(f"E={size}" for size in sizes),
                          title="arg-max changes (% of test rows) by ensemble size E")
     for (label, n_classes), group in frame.groupby(["checkpoint", "K"], sort=False):
-        table.add_row(label, str(n_classes), *(f"{100 * value:.2f}" for value in group.argmax_change_fraction))
+        changes = dict(zip(group.ensemble, group.argmax_change_fraction))
+        table.add_row(label, str(n_classes), *(f"{100 * changes[size]:.2f}" if size in changes else "" for size in sizes))
     output.console.print(table)
     for note in frame.attrs["notes"]:
         output.console.print(f"[yellow]note:[/yellow] {escape(with_flags(note, context.command))}", highlight=False)
@@ -186,25 +192,35 @@ def report(
 def read_quality(checkpoint: Path) -> dict | None:
     """The scorecard shipped beside the packaged ``checkpoint`` (<name>.json, the JSON of
     ``equibench score --out``): its checkpoint, verdict, criterion lines, whether the bar was
-    met, when and how it was scored; None when there is none, an ``error`` when it cannot be
-    read or scored another file."""
+    met, when and how it was scored; None when there is none, an ``error`` saying why when it
+    is unreadable (not JSON, another format, a field missing) or scored another file."""
     import hashlib
     import json
 
     from ..scoring.bar import Criterion
+    from ..scoring.scorecard import SCORECARD_FORMAT
 
     path = checkpoint.with_suffix(".json")
     try:
         data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON {type(data).__name__}, not an object")
+        if data.get("format") != SCORECARD_FORMAT:
+            return {"source": str(path), "error": f"its scorecard {path.name} is unreadable: scorecard format "
+                    f"{data.get('format')!r}, where this equibench reads format {SCORECARD_FORMAT}"}
         criteria = [Criterion.from_dict(criterion).line() for criterion in data["criteria"]]
         quality = {"source": str(path), "checkpoint": data["checkpoint"], "verdict": data["verdict"],
                    "met": data["met"], "criteria": criteria, "date": data["date"], "command": data["command"]}
+        sha256 = str(data["sha256"])
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        return {"source": str(path), "error": f"not an `equibench score` JSON scorecard ({error!r})"}
-    if data["sha256"] != hashlib.sha256(checkpoint.read_bytes()).hexdigest():
-        return {"source": str(path), "error": f"it scored another file (sha256 {data['sha256'][:12]}...)"}
+    except KeyError as error:
+        return {"source": str(path), "error": f"its scorecard {path.name} is unreadable: it has no {error.args[0]!r} field"}
+    except (OSError, ValueError, TypeError, AttributeError) as error:
+        return {"source": str(path), "error": f"its scorecard {path.name} is unreadable: not an `equibench score` "
+                f"JSON scorecard ({error})"}
+    if sha256 != hashlib.sha256(checkpoint.read_bytes()).hexdigest():
+        return {"source": str(path), "error": f"it scored another file (sha256 {sha256[:12]}...)"}
     return quality
 
 

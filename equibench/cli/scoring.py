@@ -31,6 +31,7 @@ def score(
     as_json: JsonOption = False,
     out: Annotated[Optional[list[Path]], typer.Option(metavar="FILE", help="Also write the scorecard to FILE.md (the tables and verdict) or FILE.json (all its data, with the command, date and machine: what `equibench info` reads beside a packaged checkpoint); repeat for both.", show_default=False)] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
+    overwrite: Annotated[bool, typer.Option(help="Replace an --out file that exists.")] = False,
 ) -> None:
     """Score a checkpoint against the pretraining quality bar: the bundled datasets (5-fold CV)
     against LogisticRegression, the OpenML cache's <=10-class median and mean against KNN
@@ -45,7 +46,7 @@ def score(
 
     fold_list = int_list(folds, "--folds")
     for path in out or ():
-        _check_out_file(path)
+        _check_out_file(path, overwrite)
     command = _command_line(context)
     settings = {"device": device, **({} if n_estimators is None else {"n_estimators": n_estimators})}
     scorecard = score_checkpoint(checkpoint, openml_cache=openml_cache, folds=fold_list, threads=threads,
@@ -80,11 +81,14 @@ def _command_line(context: typer.Context) -> str:
     return shlex.join(words)
 
 
-def _check_out_file(out: Path) -> None:
+def _check_out_file(out: Path, overwrite: bool) -> None:
     """Refuse, before any scoring, an ``--out`` that cannot be written: not a .md or .json file,
-    a folder, or a file in a folder that is missing or not writable."""
+    a folder, a file in a folder that is missing or not writable, or one that exists (unless
+    ``overwrite``)."""
     if out.is_dir():
         raise InvalidInputError(f"--out {str(out)!r} is a folder; give a file path, e.g. {str(out / 'score.md')!r}")
+    if out.exists() and not overwrite:
+        raise InvalidInputError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")
     if out.suffix not in OUT_FORMATS:
         raise InvalidInputError(f"--out {str(out)!r}: the file name must end in .md (Markdown) or .json (JSON), "
                                 f"e.g. {str(out.with_suffix('.md'))!r}")

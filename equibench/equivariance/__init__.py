@@ -3,11 +3,13 @@
 Definition (paper, eq. "target permutation equivariance"): ``f`` is equivariant when
 ``sigma^-1(f(X, sigma(Y), X*)) == f(X, Y, X*)`` for every permutation ``sigma`` of the K
 classes. ``equibench equivariance`` measures how far checkpoints are from that on prior
-datasets with exactly K classes, for single networks and permutation ensembles, and draws
-the paper's equivariance-gap figure and its 9-point 3x3-grid illustration.
+datasets with exactly K classes, for single networks and permutation ensembles, and PFN
+methods run with the user's weights through their classifiers, and draws the paper's
+equivariance-gap figure and its 9-point 3x3-grid illustration.
 
 Modules: :mod:`.metric` (the arg-max change and log-probability comparison),
 :mod:`.experiment` (prior datasets, measuring models over K and ensemble sizes),
+:mod:`.methods` (the PFN methods with the user's weights),
 :mod:`.toy` (the 9-point problem), :mod:`.figures` and :mod:`.files` (the results folder).
 """
 

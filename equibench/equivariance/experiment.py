@@ -20,10 +20,13 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..baselines.registry import method_spec, weights_methods
+from ..baselines.settings import MethodOptions
 from ..devices import resolve_device
 from ..errors import InvalidInputError
 from ..model import default_checkpoint, load_checkpoint
 from ..prior import PriorConfig, sample_batch
+from .methods import measure_method, method_label, prepare_methods
 from .metric import TIE_TOLERANCE, compare_log_probs, ensemble_log_probs, unpermute
 
 #: Share of each prior dataset's rows used as training rows; the rest are test rows.
@@ -41,6 +44,11 @@ SOFTMAX_TEMPERATURE = 0.8
 ARCH_LABELS = {"equitabpfn": "EquiTabPFN", "tabpfn-star": "TabPFN*"}
 
 
+def arch_label(arch: str) -> str:
+    """A row's ``arch`` for display: a checkpoint's architecture, or a measured method's label."""
+    return ARCH_LABELS.get(arch) or method_spec(arch).plain_label
+
+
 def default_checkpoints() -> tuple[Path, ...]:
     """The packaged EquiTabPFN and TabPFN* checkpoints."""
     return tuple(default_checkpoint(arch) for arch in ARCH_LABELS)
@@ -48,9 +56,12 @@ def default_checkpoints() -> tuple[Path, ...]:
 
 @dataclass(frozen=True)
 class EquivarianceConfig:
-    """What ``equibench equivariance`` measures; validated on construction."""
+    """What ``equibench equivariance`` measures; validated on construction. ``methods``: PFN
+    methods of the registry measured through their own classifiers with the user's weights
+    (:mod:`.methods`), besides the checkpoints' networks."""
 
     checkpoints: tuple[Path, ...] = field(default_factory=default_checkpoints)
+    methods: tuple[str, ...] = ()
     classes: tuple[int, ...] = (2, 4, 8, 10)
     ensembles: tuple[int, ...] = (1, 2, 4, 8, 16)
     datasets: int = 512
@@ -64,8 +75,13 @@ class EquivarianceConfig:
         object.__setattr__(self, "checkpoints", tuple(Path(p) for p in self.checkpoints))
         object.__setattr__(self, "classes", tuple(sorted(set(self.classes))))
         object.__setattr__(self, "ensembles", tuple(sorted(set(self.ensembles))))
+        object.__setattr__(self, "methods", tuple(dict.fromkeys(self.methods)))
         if not self.checkpoints:
             raise InvalidInputError("give at least one checkpoint")
+        for name in self.methods:
+            if name not in weights_methods():
+                raise InvalidInputError(f"methods: {name!r} is not a PFN method that takes weights; choose among "
+                                        f"{', '.join(weights_methods())}")
         if not self.classes or min(self.classes) < 2:
             raise InvalidInputError(f"class counts K must be at least 2, got {list(self.classes)}")
         if not self.ensembles or min(self.ensembles) < 1:
@@ -212,28 +228,43 @@ def checkpoint_labels(paths: tuple[Path, ...]) -> list[str]:
     return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
 
 
+def _record(label: str, arch: str, measured: str, n_classes: int, size: int, fractions: np.ndarray,
+            rms: np.ndarray) -> dict:
+    change, change_std, change_sem = _spread(fractions)
+    error, error_std, error_sem = _spread(rms)
+    return {"checkpoint": label, "arch": arch, "measured": measured, "K": n_classes, "ensemble": size,
+            "argmax_change_fraction": change, "argmax_change_std": change_std, "argmax_change_sem": change_sem,
+            "logit_rms": error, "logit_rms_std": error_std, "logit_rms_sem": error_sem, "n_datasets": len(fractions)}
+
+
 def measure_equivariance(config: EquivarianceConfig, log: Callable[[str], None] = lambda _: None,
-                         progress: Callable[[int, int], None] = lambda done, total: None) -> pd.DataFrame:
-    """One row per (checkpoint, K, ensemble size): mean, std and s.e.m. over datasets of the
-    arg-max change fraction and of the log-probability RMS. Cells a model cannot run
-    (TabPFN* beyond its class slots) are left out and described in ``frame.attrs["notes"]``.
-    ``progress(done, total)`` is called as (checkpoint, K) measurements finish."""
+                         progress: Callable[[int, int], None] = lambda done, total: None,
+                         options: MethodOptions | None = None) -> pd.DataFrame:
+    """One row per (checkpoint, K, ensemble size) and per (method, K): mean, std and s.e.m.
+    over datasets of the arg-max change fraction and of the log-probability RMS; ``measured``
+    says how ("network": the checkpoint's network, "method": the method's classifier with one
+    member and ``options``' weights). What could not run (TabPFN* beyond its class slots, a
+    method without its package) is left out and described in ``frame.attrs["notes"]``.
+    ``progress(done, total)`` is called as (checkpoint or method, K) measurements finish."""
     models = {label: load_checkpoint(path)[0] for label, path in zip(checkpoint_labels(config.checkpoints),
                                                                       config.checkpoints)}
+    options = options or MethodOptions(device=config.device)
+    methods, unavailable = prepare_methods(config.methods, options)
     device = resolve_device(config.device)
 
     def runnable_models(n_classes: int) -> dict:
         return {label: m for label, m in models.items() if m.class_limit is None or n_classes <= m.class_limit}
 
-    total = sum(len(runnable_models(n_classes)) for n_classes in config.classes)
+    total = sum(len(runnable_models(n_classes)) + len(methods) for n_classes in config.classes)
     done = 0
     progress(done, total)
-    records, notes = [], []
+    records = []
+    notes = [f"{method_label(name, options)}: not measured, {reason}" for name, reason in unavailable.items()]
     for n_classes in config.classes:
         runnable = runnable_models(n_classes)
         notes += [f"{label}: K={n_classes} skipped, TabPFN* has {model.class_limit} class slots "
                   "(it needs ECOC beyond them)" for label, model in models.items() if label not in runnable]
-        if not runnable:
+        if not runnable and not methods:
             continue
         data = prior_datasets(n_classes, config.datasets, config.rows, config.seed)
         sigma, members = draw_permutations(config.datasets, n_classes, max(config.ensembles), config.seed)
@@ -241,18 +272,20 @@ def measure_equivariance(config: EquivarianceConfig, log: Callable[[str], None] 
             started = time.perf_counter()
             fractions, rms = measure_model(model, data, n_classes, sigma, members, config.ensembles,
                                            config.softmax_temperature, config.tie_tolerance, device)
-            for i, size in enumerate(config.ensembles):
-                change, change_std, change_sem = _spread(fractions[i])
-                error, error_std, error_sem = _spread(rms[i])
-                records.append({
-                    "checkpoint": label, "arch": model.arch, "K": n_classes, "ensemble": size,
-                    "argmax_change_fraction": change, "argmax_change_std": change_std,
-                    "argmax_change_sem": change_sem, "logit_rms": error, "logit_rms_std": error_std,
-                    "logit_rms_sem": error_sem, "n_datasets": fractions.shape[1],
-                })
+            records += [_record(label, model.arch, "network", n_classes, size, fractions[i], rms[i])
+                        for i, size in enumerate(config.ensembles)]
             log(f"{label} K={n_classes}: {100 * fractions[0].mean():.2f}% arg-max changes with "
                 f"{config.ensembles[0]} member(s), {100 * fractions[-1].mean():.2f}% with {config.ensembles[-1]} "
                 f"({time.perf_counter() - started:.0f} s)")
+            done += 1
+            progress(done, total)
+        for name, settings in methods.items():
+            started = time.perf_counter()
+            fractions, rms = measure_method(name, settings, data.x, data.y, data.n_train, n_classes, sigma, config.seed,
+                                            config.tie_tolerance)
+            records.append(_record(method_label(name, options), name, "method", n_classes, 1, fractions, rms))
+            log(f"{method_label(name, options)} K={n_classes}: {100 * fractions.mean():.2f}% arg-max changes with "
+                f"1 member, through its classifier ({time.perf_counter() - started:.0f} s)")
             done += 1
             progress(done, total)
     if not records:

@@ -11,7 +11,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from ..figures import save_figure
-from .experiment import ARCH_LABELS
+from .experiment import arch_label
 from .toy import TOY_EXTENT, TOY_ORDERINGS, differs_from_identity, toy_problem
 
 DPI = 130
@@ -26,13 +26,19 @@ PAPER_SOURCE = ("values of the project's specification for the paper's equivaria
                 "no numbers")
 
 
+def one_member(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one member: the networks' smallest ensemble, and every measured method's row."""
+    networks = frame.measured == "network"
+    return frame[(frame.ensemble == frame.ensemble[networks].min()) | ~networks]
+
+
 def _plot_vs_classes(axes, frame: pd.DataFrame) -> None:
-    single = frame[frame.ensemble == frame.ensemble.min()]
+    single = one_member(frame)
     for index, (label, rows) in enumerate(single.groupby("checkpoint", sort=False)):
         rows = rows.sort_values("K")
         axes.errorbar(rows.K, 100 * rows.argmax_change_fraction, yerr=100 * rows.argmax_change_sem.fillna(0),
                       marker="o", capsize=3, color=f"C{index}",
-                      label=f"{ARCH_LABELS.get(rows.arch.iloc[0], rows.arch.iloc[0])} ({label})")
+                      label=f"{arch_label(rows.arch.iloc[0])} ({label})")
     axes.plot(list(PAPER_TABPFN), list(PAPER_TABPFN.values()), "s--", color="0.55",
               label="paper: TabPFN, full training")
     axes.set(xlabel="number of classes K", ylabel="arg-max changes (% of test rows)",
@@ -42,6 +48,7 @@ def _plot_vs_classes(axes, frame: pd.DataFrame) -> None:
 
 def _plot_vs_ensemble(axes, frame: pd.DataFrame) -> None:
     styles = ["-", "--", ":", "-."]
+    frame = frame[frame.measured == "network"]  # the methods run with one member only
     non_equivariant = [label for label, rows in frame.groupby("checkpoint", sort=False)
                        if rows.arch.iloc[0] != "equitabpfn"]
     colours = {k: f"C{i + 2}" for i, k in enumerate(sorted(frame.K.unique()))}
@@ -64,8 +71,9 @@ def _plot_vs_ensemble(axes, frame: pd.DataFrame) -> None:
 
 
 def plot_equivariance_gap(frame: pd.DataFrame, stem: Path) -> list[Path]:
-    """The paper's figure: % arg-max changes vs K (1 member) and vs ensemble size (one line
-    per K for TabPFN*, EquiTabPFN at its worst K); error bars +-1 s.e.m. over datasets."""
+    """The paper's figure: % arg-max changes vs K (1 member; the checkpoints' networks and the
+    measured methods) and vs ensemble size (the networks: one line per K for TabPFN*,
+    EquiTabPFN at its worst K); error bars +-1 s.e.m. over datasets."""
     figure = Figure(figsize=(12, 4.8), layout="constrained")
     left, right = figure.subplots(1, 2)
     _plot_vs_classes(left, frame)

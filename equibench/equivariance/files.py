@@ -17,8 +17,9 @@ from ..errors import InvalidInputError
 from ..model import load_checkpoint
 from ..model.checkpoint import packaged_checkpoint_dir
 from ..tables import markdown_table
-from .experiment import ARCH_LABELS, TRAIN_FRACTION, EquivarianceConfig, measure_equivariance
-from .figures import PAPER_SOURCE, PAPER_TABPFN, PAPER_TABPFN_K10_E16, plot_equivariance_gap, plot_nine_point_toy
+from .experiment import TRAIN_FRACTION, EquivarianceConfig, arch_label, measure_equivariance
+from .figures import PAPER_SOURCE, PAPER_TABPFN, PAPER_TABPFN_K10_E16, one_member, plot_equivariance_gap, plot_nine_point_toy
+from .methods import PROBABILITY_FLOOR
 from .toy import TOY_ORDERINGS, differs_from_identity, method_toy, nine_point_toy, toy_models
 
 
@@ -34,7 +35,7 @@ def results_display(frame: pd.DataFrame) -> pd.DataFrame:
     """The results as table cells (strings): mean ± s.e.m. over datasets (std in the CSV)."""
     return pd.DataFrame({
         "checkpoint": frame["checkpoint"].astype(str).to_numpy(),
-        "arch": [ARCH_LABELS.get(arch, arch) for arch in frame["arch"]],
+        "arch": [arch_label(arch) for arch in frame["arch"]],
         "K": frame["K"].astype(str).to_numpy(),
         "ensemble": frame["ensemble"].astype(str).to_numpy(),
         "arg-max changes (%)": [_percent(m, s) for m, s in zip(frame["argmax_change_fraction"],
@@ -53,6 +54,16 @@ def describe_checkpoint(path: Path) -> str:
     return f"{path} (sha256 {digest})"
 
 
+def _methods_lines(frame: pd.DataFrame) -> list[str]:
+    """The README's paragraph on the methods measured with the user's weights, if any."""
+    methods = frame.loc[frame.measured == "method", "checkpoint"].unique()
+    if not len(methods):
+        return []
+    return [(f"Methods with the user's weights ({', '.join(f'`{label}`' for label in methods)}): each through its own "
+             "classifier (its preprocessing included) with one member, fitted on (X, Y) and on (X, sigma(Y)) with the "
+             f"same seed; the log-prob RMS compares their log-probabilities, floored at {PROBABILITY_FLOOR:g}."), ""]
+
+
 def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, seconds: float) -> str:
     n_train = math.floor(TRAIN_FRACTION * config.rows)
     paper = ", ".join(f"K={k} {v}%" for k, v in PAPER_TABPFN.items())
@@ -68,9 +79,11 @@ def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, s
          f"{config.softmax_temperature:g}) of the two. An ensemble of E members averages the mapped-back softmax "
          "outputs over E relabellings of the training labels (member 0 the identity, the others random; the "
          "permuted run uses the same relabellings composed with sigma)."), "",
+        *_methods_lines(frame),
         "## Files", "",
-        ("- `equivariance.csv`: one row per (checkpoint, K, ensemble): mean, std and s.e.m. over datasets of the "
-         "arg-max change fraction and the log-prob RMS."),
+        ("- `equivariance.csv`: one row per (checkpoint, K, ensemble) and per (method, K): mean, std and s.e.m. over "
+         "datasets of the arg-max change fraction and the log-prob RMS; `measured` says whether a checkpoint's "
+         "network or a method's classifier was measured."),
         "- `equivariance.md`: the same as a table (%, mean ± s.e.m.).",
         ("- `equivariance-gap.png` / `.pdf`: left, % arg-max changes vs K with one member, one line per checkpoint "
          f"(grey: the paper's fully trained TabPFN, {paper}); right, vs ensemble size, one line per K for "
@@ -81,7 +94,7 @@ def _readme(config: EquivarianceConfig, frame: pd.DataFrame, toy: dict | None, s
         lines.append("- `nine-point-toy.png` / `.pdf`: 9 training points on a 3x3 grid, one class each, predicted "
                      "class (mapped back to the original identity) on a dense grid under 3 class orderings; an "
                      "equivariant model gives identical panels.")
-    lines += ["", "## One ensemble member", "", markdown_table(results_display(frame[frame.ensemble == frame.ensemble.min()]))]
+    lines += ["", "## One ensemble member", "", markdown_table(results_display(one_member(frame)))]
     if toy is not None:
         lines += ["## 9-point toy: % of the grid differing from the identity ordering", ""]
         lines += [f"- {label}: " + ", ".join(f"{name} {value:.1f}%" for name, value in zip(TOY_ORDERINGS, values))
@@ -96,8 +109,9 @@ def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, to
                      log: Callable[[str], None] = lambda _: None,
                      progress: Callable[[int, int], None] = lambda done, total: None,
                      toy_methods: tuple[str, ...] = (), options: MethodOptions | None = None) -> pd.DataFrame:
-    """Measure, then write equivariance.csv/.md, equivariance-gap.png/.pdf,
-    nine-point-toy.png/.pdf (unless ``toy`` is False) and README.md into ``out``. The toy also
+    """Measure (``config.methods`` with ``options``' weights), then write equivariance.csv/.md,
+    equivariance-gap.png/.pdf, nine-point-toy.png/.pdf (unless ``toy`` is False) and README.md
+    into ``out``. The toy also
     has a row per method of ``toy_methods`` (registry names, e.g. ``tabpfn-v1``, run with
     ``options``' weights) that can run here; the others are named, with why, in the notes."""
     if toy_grid < 2:
@@ -107,7 +121,8 @@ def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, to
     for path in config.checkpoints:
         load_checkpoint(path)  # fail on a bad file before any work
     started = time.perf_counter()
-    frame = measure_equivariance(config, log, progress)
+    options = options or MethodOptions(device=config.device)
+    frame = measure_equivariance(config, log, progress, options)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "equivariance.csv", index=False)
@@ -117,8 +132,7 @@ def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, to
     differs = None
     if toy:
         predictions = nine_point_toy(toy_models(config.checkpoints), toy_grid, config.device, config.seed)
-        external, skipped = method_toy(toy_methods, options or MethodOptions(device=config.device), toy_grid,
-                                       config.seed)
+        external, skipped = method_toy(toy_methods, options, toy_grid, config.seed)
         predictions.update(external)
         frame.attrs["notes"] += [f"9-point toy: {label} not drawn ({reason})" for label, reason in skipped.items()]
         plot_nine_point_toy(predictions, out / "nine-point-toy")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from ..baselines.registry import check_weights, method_spec
+from ..baselines.registry import check_weight_paths, check_weights, method_spec
 from ..baselines.settings import MethodOptions
 from ..classifier import classifier_for
 from ..errors import MethodUnavailableError
@@ -66,6 +66,7 @@ def method_toy(methods: tuple[str, ...], options: MethodOptions, grid: int = 150
     """Per method of the registry that can run here, by its label, its predictions under each
     of ``TOY_ORDERINGS``; and, by label, why each of the others cannot."""
     check_weights(options.weights)
+    check_weight_paths(options.weights)
     predictions, skipped = {}, {}
     for name in methods:
         label = method_spec(name).label

@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 from .._version import __version__
 from ..baselines.registry import method_spec
 from ..baselines.settings import Settings
+from ..classifier.predict_progress import quiet_predictions
 from ..errors import MethodUnavailableError
 from ..tasks.suites import load_task
 from ..tasks.task import Task
@@ -99,7 +100,7 @@ def run_cell(cell: Cell, context: CellContext, task: Task | None = None) -> Cell
 
     ``task`` is the cell's task when the caller ships it (a Dask cluster); otherwise the
     worker loads it from ``context.openml_cache``."""
-    with reproducible_cell(context.threads):
+    with reproducible_cell(context.threads), quiet_predictions():  # the run reports the cells' progress
         outcome = _fit_and_score(cell, context, task)
         outcome.row["threads"] = torch.get_num_threads()
     return outcome

@@ -7,7 +7,7 @@ import numbers
 import os
 from dataclasses import dataclass
 
-from ..baselines.registry import METHODS, check_weights, method_spec
+from ..baselines.registry import METHODS, check_weight_paths, check_weights, method_spec
 from ..baselines.settings import MethodOptions, Settings
 from ..errors import InvalidInputError
 from ..tasks.suites import Suite
@@ -33,6 +33,7 @@ class EvaluateConfig(MethodOptions):
             object.__setattr__(self, "folds", _as_tuple(self.folds, "folds", numbers.Integral))
         super().__post_init__()
         check_weights(self.weights)
+        check_weight_paths(self.weights)
         if not self.methods:
             raise InvalidInputError("no methods selected; choose from " + ", ".join(METHODS))
         for name in self.methods:

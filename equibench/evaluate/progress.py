@@ -3,6 +3,9 @@ below it the cells running now and how many wait for a worker."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -16,36 +19,68 @@ NAMED_CELLS = 2
 
 
 class CellsWork:
-    """A run's work as the estimated cost of its cells (see ``plan.estimated_cost``), for its
-    time left (``equibench.progress.remaining_s``): the cost of the finished cells, and that
-    and the cost of the cells left. Cells stored before the run are not part of it. A skipped
-    cell (no weights, a missing package) ran no model: its cost, and that of the cells left
-    of its method and variant, which skip alike, leave the work."""
+    """A run's work as the estimated cost of its cells (see ``plan.estimated_cost``), and its
+    time left: the task's ``work`` field (see ``equibench.progress.remaining_s``). Cells stored
+    before the run are not part of it.
 
-    def __init__(self, costs: dict[Cell, float]):
+    The pace is the cost of the finished cells per second that their workers spent on them,
+    each timed from when a worker took it (:meth:`running`); the time left is the cost left,
+    less what the running cells have done at that pace, over the workers that still have
+    cells. (The cost done against the time so far ignores the cells still running: with two
+    workers the first estimate was twice too long.) A skipped cell (no weights, a missing
+    package) ran no model: its cost, and that of the cells left of its method and variant,
+    which skip alike, leave the work. Thread-safe: the plain lines read it from a timer thread."""
+
+    def __init__(self, costs: dict[Cell, float], workers: int = 1, clock=time.monotonic):
         self.costs = costs  # cell -> estimated cost, for every cell of the run
         self.left = dict(costs)  # the cells not finished, less those of skipped variants
-        self.done = 0.0
+        self.workers = workers
+        self._clock = clock
+        self._taken: dict[Cell, float] = {}  # the cells workers run now -> when they took them
+        self._cost = self._seconds = 0.0  # of the finished cells that ran: their cost, their workers' time
+        self._lock = threading.Lock()
+
+    def running(self, cells: list[Cell], workers: int) -> None:
+        """The cells submitted and not finished, in submission order: the first ``workers`` run
+        now (as ``running_text`` says), the others wait."""
+        with self._lock:
+            self.workers = workers
+            now = self._clock()
+            for cell in cells[:workers]:
+                self._taken.setdefault(cell, now)
 
     def finish(self, cell: Cell, status: str) -> None:
         """Count ``cell`` as finished with ``status`` (``ok``, ``skipped``, ``failed``)."""
-        self.left.pop(cell, None)
-        if status != "skipped":
-            self.done += self.costs[cell]
-            return
-        for other in [other for other in self.left if (other.method, other.variant) == (cell.method, cell.variant)]:
-            del self.left[other]
+        with self._lock:
+            taken = self._taken.pop(cell, None)
+            self.left.pop(cell, None)
+            if status != "skipped":
+                if taken is not None:
+                    self._cost += self.costs[cell]
+                    self._seconds += self._clock() - taken
+                return
+            for other in [other for other in self.left if (other.method, other.variant) == (cell.method, cell.variant)]:
+                del self.left[other]
 
-    def fields(self) -> dict[str, float]:
-        """The task fields the time left comes from (``equibench.progress.WORK_FIELDS``)."""
-        return {"work_done": self.done, "work_total": self.done + sum(self.left.values())}
+    def remaining_s(self) -> float | None:
+        """Seconds left at the pace so far; None before a cell that ran has finished."""
+        with self._lock:
+            if not self.left:
+                return 0.0
+            if not self._cost or not self._seconds:
+                return None
+            pace = self._cost / self._seconds  # cost per second of one worker
+            now = self._clock()
+            running = sum(min(self.left[cell], (now - taken) * pace) for cell, taken in self._taken.items()
+                          if cell in self.left)
+            workers = max(1, min(self.workers, len(self.left)))
+            return max(0.0, sum(self.left.values()) - running) / pace / workers
 
 
 class CellsRemainingColumn(TimeRemainingColumn):
-    """The time left from the time so far and the work done and left (see
-    ``equibench.progress.remaining_s``): rich's own estimate uses the progress of the last 30 s
-    only, so cells slower than that would never give one, and counts every cell alike. Shown
-    from the first finished cell on."""
+    """The time left that the task's work estimates (see :class:`CellsWork`): rich's own estimate
+    uses the progress of the last 30 s only, so cells slower than that would never give one, and
+    counts every cell alike. Shown from the first finished cell on."""
 
     def render(self, task) -> Text:
         if task.finished:

@@ -24,6 +24,7 @@ from rich.console import Console
 from ..baselines.settings import Settings
 from ..errors import InvalidInputError
 from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
+from ..progress import plain_every_s
 from ..tasks.openml import working_cache
 from ..tasks.suites import Suite, load_suite
 from ..tasks.user_data import frame_suite
@@ -65,6 +66,8 @@ def evaluate(
     rejected before any cell ran."""
     out_dir = Path(out_dir)
     check_out_dir(out_dir)
+    if progress:
+        plain_every_s()  # a bad EQUIBENCH_PROGRESS_EVERY_S is refused before the folder is touched
     console = console or Console(stderr=True)
     suite = load_suite(config.suite)
     warn_of_cache_gaps(config, suite, console)
@@ -208,15 +211,16 @@ def _run_cells(config: EvaluateConfig, store: ResultsStore, run: _Run, summary: 
     costs = {cell: estimated_cost(cell, run.infos[cell.task_id]) for cell in runnable}
     if backend.workers() > 1:
         runnable.sort(key=lambda cell: -costs[cell])
-    work = CellsWork(costs)  # the time left comes from it: this run's cells only
+    work = CellsWork(costs, backend.workers())  # the time left comes from it: this run's cells only
     running: dict[str, Cell] = {}  # submitted and not finished, in submission order
     try:
         with CellsProgress(*progress_columns(console), console=console, disable=not progress or not runnable) as bar:
             task = bar.add_task(f"evaluate {run.suite.name}", total=len(runnable), ok=0, skipped=0, failed=0,
-                                workers=backend.workers(), running="", **work.fields())
+                                workers=backend.workers(), running="", work=work)
 
             def started(cell: Cell) -> None:
                 running[cell.key] = cell
+                work.running(list(running.values()), backend.workers())
                 bar.update(task, running=running_text(running, backend.workers()))
                 if backend.workers() == 1:
                     bar.refresh()  # this process runs the cell now: show it before it starts
@@ -226,8 +230,9 @@ def _run_cells(config: EvaluateConfig, store: ResultsStore, run: _Run, summary: 
                 store.write(cell.key, outcome.row, outcome.proba, outcome.arrays, outcome.traceback)
                 summary.counts[outcome.row["status"]] += 1
                 work.finish(cell, outcome.row["status"])
+                work.running(list(running.values()), backend.workers())
                 bar.update(task, advance=1, workers=backend.workers(), running=running_text(running, backend.workers()),
-                           **work.fields(), **{s: summary.counts[s] for s in ("ok", "skipped", "failed")})
+                           **{s: summary.counts[s] for s in ("ok", "skipped", "failed")})
                 store.write_table_if_due()
     except BaseException:
         store.write_table()

@@ -57,14 +57,8 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
     replaced and ``rerun_changed`` is false. Stored methods outside ``run_methods`` are never
     replaced (this run would not make their cells again): they keep their recorded settings."""
     suite = saved.get("suite")  # older manifests did not record it
-    if suite is not None and suite.get("tasks") != current["suite"]["tasks"]:
-        only_here = [t for t in suite["tasks"] if t not in current["suite"]["tasks"]]
-        only_now = [t for t in current["suite"]["tasks"] if t not in suite["tasks"]]
-        raise InvalidInputError(
-            f"{str(out_dir)!r} holds results of another suite named {suite.get('name')!r} (tasks only there: "
-            f"{only_here[:5] or 'none'}; only in this one: {only_now[:5] or 'none'}); two suites of the same name "
-            "share the default folder runs/<name>: pass out_dir for this one, or rename it"
-        )
+    if suite is not None and set(suite.get("tasks", ())) != set(current["suite"]["tasks"]):  # an order change is none
+        raise InvalidInputError(_other_tasks(out_dir, suite, current["suite"]))
     changed = sorted(k for k, v in saved.get("tables", {}).items() if current["tables"].get(k, v) != v)
     if changed:
         raise InvalidInputError(
@@ -86,6 +80,26 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
             "original settings to resume, or a new out_dir"
         )
     return stale
+
+
+def _other_tasks(out_dir: Path, saved: dict, now: dict) -> str:
+    """Why a folder holding results of the task list ``saved`` (a manifest's ``suite``) cannot
+    take those of ``now``: what differs, and the choices."""
+    added = [task for task in now["tasks"] if task not in saved["tasks"]]
+    dropped = [task for task in saved["tasks"] if task not in now["tasks"]]
+
+    def listed(tasks: list) -> str:
+        return ", ".join(map(str, tasks[:5])) + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
+
+    changes = [f"adds {len(added)} task{'s' if len(added) > 1 else ''} ({listed(added)})"] if added else []
+    changes += [f"drops {len(dropped)} ({listed(dropped)})"] if dropped else []
+    what = " and ".join(changes)
+    why = ("its file changed since, or another suite has its name" if saved.get("name") == now["name"]
+           else f"this is suite {now['name']!r}")
+    return (f"{str(out_dir)!r} holds results of suite {saved.get('name')!r}, and this suite {what} ({why}); "
+            "a results folder holds one task list: pass a new out_dir for this suite (all its cells run there), "
+            "or restore the former task list to resume here; to run only the added tasks, put them in a suite "
+            "of their own with a new out_dir, and give both folders to `equibench report --results`")
 
 
 def recorded_settings(saved: dict | None, current: dict, kept: set[str]) -> dict:

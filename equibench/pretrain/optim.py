@@ -2,10 +2,13 @@
 
 Three schedules, all after a linear warm-up:
 
-* ``cosine``: cosine decay to 0 at the last step (the paper's); the horizon is fixed.
+* ``cosine``: cosine decay to 0 at the last step (the paper's); the horizon is fixed. torch's
+  ``LinearLR`` then ``CosineAnnealingLR``.
 * ``wsd``: warm-up, stable at the peak, then a ``1 - sqrt`` cool-down to 0 over the last
   ``decay_fraction`` of the steps (Hägele et al., 2024). A run may be extended while it has
-  not started cooling down.
+  not started cooling down. torch has no such cool-down, so a ``LambdaLR`` computes it
+  (:func:`wsd_factor`): closed-form, it also follows a horizon changed on resume, where
+  ``SequentialLR`` would restore the milestones it saved.
 * ``schedule-free``: AdamW without any decay (the ``schedulefree`` package, Defazio et al.,
   2024): the weights used for evaluation are an average the optimiser keeps, so a run can be
   extended at any step.
@@ -14,19 +17,13 @@ Three schedules, all after a linear warm-up:
 from __future__ import annotations
 
 import math
+import warnings
 from contextlib import contextmanager
 
 import schedulefree
 import torch
 from torch import nn
-
-
-def lr_factor(step: int, warmup_steps: int, total_steps: int) -> float:
-    """Linear warm-up to 1 over ``warmup_steps``, then cosine decay to 0 at ``total_steps``."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, LinearLR, LRScheduler, SequentialLR
 
 
 def decay_start(total_steps: int, decay_fraction: float) -> int:
@@ -44,6 +41,16 @@ def wsd_factor(step: int, warmup_steps: int, total_steps: int, decay_fraction: f
     return 1.0 - math.sqrt(min(1.0, (step - start + 1) / max(1, total_steps - start)))
 
 
+def cosine_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int) -> LRScheduler:
+    """Linear warm-up to the peak, ``(step + 1) / warmup_steps`` of it, then cosine decay to 0 at
+    ``total_steps``."""
+    cosine_steps = max(1, total_steps - warmup_steps)
+    if not warmup_steps:
+        return CosineAnnealingLR(optimizer, cosine_steps)
+    warmup = LinearLR(optimizer, start_factor=1 / warmup_steps, total_iters=warmup_steps - 1)
+    return SequentialLR(optimizer, [warmup, CosineAnnealingLR(optimizer, cosine_steps)], milestones=[warmup_steps])
+
+
 def build_optimizer(model: nn.Module, config, device: torch.device):
     """The optimiser and per-step lr scheduler that ``config`` (a ``TrainConfig``) asks for."""
     betas = (0.9, config.adam_beta2)
@@ -53,18 +60,30 @@ def build_optimizer(model: nn.Module, config, device: torch.device):
             warmup_steps=config.warmup_steps,
         )
         optimizer.train()
-        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        return optimizer, LambdaLR(optimizer, lambda step: 1.0)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=betas, weight_decay=config.weight_decay,
         fused=device.type == "cuda",
     )
     if config.schedule == "wsd":
-        def factor(step: int) -> float:
-            return wsd_factor(step, config.warmup_steps, config.steps, config.decay_fraction)
-    else:
-        def factor(step: int) -> float:
-            return lr_factor(step, config.warmup_steps, config.steps)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return optimizer, LambdaLR(
+            optimizer, lambda step: wsd_factor(step, config.warmup_steps, config.steps, config.decay_fraction))
+    return optimizer, cosine_schedule(optimizer, config.warmup_steps, config.steps)
+
+
+def load_schedule(scheduler: LRScheduler, state: dict) -> None:
+    """Restore ``scheduler`` (after its optimizer) from the state it saved. A cosine run saved by
+    an earlier equibench (a ``LambdaLR``'s state: it computed the cosine itself) goes on with the
+    learning rates of a run started now: the schedule is replayed from the start to its step."""
+    if isinstance(scheduler, LambdaLR) or "lr_lambdas" not in state:
+        scheduler.load_state_dict(state)
+        return
+    for group in scheduler.optimizer.param_groups:
+        group["lr"] = group["initial_lr"]
+    with warnings.catch_warnings():  # replayed without optimizer steps, on purpose
+        warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
+        for _ in range(state["last_epoch"]):
+            scheduler.step()
 
 
 def current_lr(optimizer: torch.optim.Optimizer, scheduler) -> float:

@@ -45,9 +45,9 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
     pool = ProcessPoolExecutor(workers, initializer=_worker_setup, initargs=(os.getpid(),))
     try:
         while True:
-            while len(pending) < BATCHES_AHEAD_PER_WORKER * workers:
-                pending.append(pool.submit(_batch_arrays, next(priors), batch_size, draw_batch_seed(lookahead)))
-            try:
+            try:  # a broken pool raises at submit (once loky has seen the death) or at result (before)
+                while len(pending) < BATCHES_AHEAD_PER_WORKER * workers:
+                    pending.append(pool.submit(_batch_arrays, next(priors), batch_size, draw_batch_seed(lookahead)))
                 arrays = pending.popleft().result()
             except BrokenProcessPool:  # loky's TerminatedWorkerError is one
                 raise WorkerLostError(

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from rich.cells import cell_len
 from rich.console import Console
-from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.measure import Measurement
+from rich.progress import BarColumn, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Column
+from rich.text import Text
 from torch import nn
 
 from .._version import __version__
@@ -27,13 +30,13 @@ from ..errors import InvalidInputError, NonFiniteLossError
 from ..machine import hardware_description
 from ..model import ModelCard, build_model, load_checkpoint, size_config
 from ..prior import PriorConfig
-from ..progress import Progress
+from ..progress import LimitedRemainingColumn, Progress
 from . import hardware_history, run_dir
 from .config import TrainConfig, changed_settings, describe_run
 from .deepen import can_deepen, deepened_state, layer_plan
 from .distributed import Distributed
 from .loop import Counters, prior_batches, train
-from .optim import build_optimizer, current_lr
+from .optim import build_optimizer, current_lr, load_schedule
 from .validation import validation_metrics, validation_prior_batches
 
 RUN_IN_USE = "wait for it to stop (it checkpoints at its time limit) or stop it: two runs in one folder overwrite each other"
@@ -166,6 +169,32 @@ def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]
     return deepened_state(source, model), lineage
 
 
+class _StatsColumn(ProgressColumn):
+    """The task's ``stats`` on one line, the column a narrow terminal shortens first: by whole
+    items (``loss 0.41, lr 1.0e-03``), never cutting a number."""
+
+    def render(self, task) -> _Items:
+        return _Items(task.fields["stats"].split(", "))
+
+
+class _Items:
+    """Comma-separated items, as many as fit the width."""
+
+    def __init__(self, items: list[str]):
+        self.items = items
+
+    def __rich_measure__(self, console, options) -> Measurement:
+        return Measurement(1, cell_len(", ".join(self.items)))
+
+    def __rich_console__(self, console, options):
+        shown = []
+        for item in self.items:
+            if cell_len(", ".join([*shown, item])) > options.max_width:
+                break
+            shown.append(item)
+        yield Text(", ".join(shown), no_wrap=True)
+
+
 class _Run:
     """What one invocation trains and writes; :meth:`on_step` is the training loop's callback.
     Rank 0 alone logs, validates and writes files."""
@@ -186,24 +215,25 @@ class _Run:
         """Continue from a saved training state (see :meth:`save`)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        load_schedule(self.scheduler, state["scheduler"])
         self.generator.set_state(state["prior_generators"][self.ddp.rank])
         self.counters = Counters(state["step"], state["datasets_seen"], state["wall_time_s"])
         self.metrics = state["metrics"]
         self.hardware_history = state.get("hardware_history") or hardware_history.unrecorded(state["step"])
 
     def progress_bar(self, console: Console, enabled: bool) -> Progress:
-        """A progress bar on ``console`` (stderr: stdout stays for results), shown by :meth:`on_step`."""
+        """A progress bar on ``console`` (stderr: stdout stays for results), shown by :meth:`on_step`;
+        with a time limit, the time left is the limit's where it comes before the last step."""
         columns = [  # the times before the statistics: a narrow terminal cuts the last columns
             TextColumn("[bold]{task.description}"), BarColumn(bar_width=12), TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(table_column=Column(min_width=7)), TimeRemainingColumn(table_column=Column(min_width=7)),
-            TextColumn("loss {task.fields[loss]:.4f} lr {task.fields[lr]:.1e} {task.fields[rate]:.1f} datasets/s "
-                       "prior {task.fields[prior_share]:.0%}", table_column=Column(no_wrap=True, overflow="ellipsis")),
+            TimeElapsedColumn(table_column=Column(min_width=7, no_wrap=True)),
+            LimitedRemainingColumn(table_column=Column(min_width=7, no_wrap=True)), _StatsColumn(),
         ]
         self.bar = Progress(*columns, console=console, disable=not enabled, name="pretrain")
-        self.task = self.bar.add_task(
+        deadline = None if self.time_limit_s is None else time.monotonic() + self.time_limit_s  # :meth:`start` follows
+        self.task = self.bar.add_task(  # no loss nor pace before the first step
             f"{self.config.arch}-{self.config.size}", total=self.config.steps, completed=self.counters.step,
-            loss=float("nan"), lr=current_lr(self.optimizer, self.scheduler), rate=0.0, prior_share=0.0,
+            stats=f"lr {current_lr(self.optimizer, self.scheduler):.1e}", deadline=deadline,
         )
         return self.bar
 
@@ -220,8 +250,9 @@ class _Run:
         step, config = record["step"], self.config
         if self.ddp.is_main:
             run_dir.append_log(self.out_dir, record)
-            self.bar.update(self.task, completed=step, loss=record["loss"], lr=record["lr"],
-                            rate=record["datasets_per_s"], prior_share=record["prior_share"])
+            self.bar.update(self.task, completed=step, stats=(
+                f"loss {record['loss']:.4f}, lr {record['lr']:.1e}, {record['datasets_per_s']:.1f} datasets/s, "
+                f"prior wait {record['prior_share']:.0%}"))
         validated = step % config.validate_every == 0 or step == config.steps
         if validated and self.ddp.is_main:
             self.validate(step)

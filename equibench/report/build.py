@@ -44,7 +44,7 @@ def _evaluate_hint(results_dir: Path, suite: str = "SUITE") -> str:
 
 
 def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
-    """The committed cells of a results directory (cells/*.json, the store's truth) as
+    """The stored cells of a results directory (cells/*.json, the store's truth) as
     results.csv would hold them, and whether its results.csv is current; None when it has no
     cells; a ValueError when some are damaged."""
     if not cell_files(results_dir):
@@ -56,7 +56,7 @@ def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
                          f"rerun {_evaluate_hint(results_dir)} to recompute them, then the report")
     text = results_table(list(rows.values())).to_csv(index=False)
     snapshot = results_dir / "results.csv"
-    source = f"{len(rows)} committed cells in cells/"
+    source = f"{len(rows)} stored cells in cells/"
     # a folder need not hold the snapshot (results/ does not commit it); one that differs is named
     if snapshot.is_file() and snapshot.read_text(errors="replace") != text:
         source += " (its results.csv, a snapshot, was stale)"
@@ -64,7 +64,7 @@ def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
 
 
 def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
-    """The rows of one results directory and where they came from (its committed cells, else
+    """The rows of one results directory and where they came from (its stored cells, else
     its results.csv); a ValueError says what to run when it has none."""
     path = results_dir / "results.csv"
     if not results_dir.is_dir():
@@ -185,7 +185,8 @@ def _runtime_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
                     "with the same variant on the same (task, fold).")
         return [*header, sentence, ""]
     description = (f"Mean fit + predict time per fold on {suite} over the (task, fold) cells both ran, per ensemble "
-                   "variant, and the speed-up TabPFN\\* / EquiTabPFN (TabPFN\\* uses ECOC beyond 10 classes).")
+                   "variant, and how much faster or slower EquiTabPFN is than TabPFN\\* (the ratio of their mean "
+                   "times; TabPFN\\* uses ECOC beyond 10 classes).")
     return [*header, *_table_item(description, tables.runtime_display(runtime), runtime, out_dir,
                                   f"{_file_stem(suite)}_runtime")]
 
@@ -207,7 +208,7 @@ def _ensemble_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     figure_line = (f"The paper's bars on {suite}: for each ensemble variant of the other PFNs, its mean over tasks "
                    "of the AUC ratio to KNN (blue; dashed: EquiTabPFN's, smallest variant) and the speed-up of "
                    "EquiTabPFN's smallest variant over it (green: its mean time per fold over EquiTabPFN's, "
-                   "on the (task, fold) cells both ran; grey: 1×).")
+                   "on the (task, fold) cells both ran; grey: 1×, below which EquiTabPFN is the slower).")
     return [*lines, *_figure_item(figure_line, paths, out_dir),
             *_table_item(f"The bars of {suite}.", tables.ratio_speedup_display(bars), bars, out_dir,
                          f"{name}_auc_ratio_speedup")]
@@ -216,13 +217,14 @@ def _ensemble_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
 def _context_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     table = tables.context_table(cells)
     name = f"{_file_stem(suite)}_contexts"
-    figure_line = (f"Mean accuracy over the tasks of {suite} against mean predict time per 1,000 test rows, for "
-                   "every method and variant (the PFNs' context strategies as their variants: `n1` local contexts "
-                   "above the cap, `n1-subsample` the stratified subsample).")
+    figure_line = (f"Mean accuracy over the tasks of {suite} against mean time per 1,000 test rows, for every "
+                   "method and variant (the PFNs' context strategies as their variants: `n1` local contexts above "
+                   "the cap, `n1-subsample` the stratified subsample): left, fit + predict time (a trained model "
+                   "such as XGBoost spends its time in the fit, a PFN in its predict); right, predict time only.")
     table_line = (f"The points of the figure, with the PFNs' mean rows and classes per context and groups of test "
                   f"rows per cell on {suite}.")
-    paths = figures.accuracy_vs_predict_time(table, suite, out_dir / "figures" / f"{name}_accuracy_vs_time")
-    return ["### Tables past the context: accuracy vs predict time", "", *_figure_item(figure_line, paths, out_dir),
+    paths = figures.accuracy_vs_time(table, suite, out_dir / "figures" / f"{name}_accuracy_vs_time")
+    return ["### Tables past the context: accuracy vs time", "", *_figure_item(figure_line, paths, out_dir),
             *_table_item(table_line, tables.context_display(table), table, out_dir, name)]
 
 

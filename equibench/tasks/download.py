@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import sleep
@@ -133,9 +133,10 @@ def _openml_requests(timeout_s: float):
     call, sends it without a timeout, and takes no session, adapter or timeout setting; its
     public ``openml.config`` has only ``connection_n_retries``/``retry_policy`` (used: one
     attempt, as :func:`download_tasks` retries). A timeout setting is proposed upstream
-    (openml/openml-python pull request 1651, not merged). Of the possible patches this is
-    the narrowest: one name in one openml module, for the duration of a download, where
-    patching ``requests.Session`` would change every session of the process. Drop it for
+    (openml/openml-python pull request 1651, not merged), and requests itself has no default
+    timeout, so no library setting serves. Of the possible patches this is the narrowest: one
+    name in one openml module, for the duration of a download (``unittest.mock.patch.object``),
+    where patching ``requests.Session`` would change every session of the process. Drop it for
     openml's own timeout setting once a release has one."""
     import types
 
@@ -162,28 +163,22 @@ def _openml_session(root: Path, options: DownloadOptions):
     """openml configured to fetch from ``options.server`` into the root cache ``root``, with no
     retries of its own (:func:`download_tasks` retries), no API key (public data only, and no
     key sent to a mirror), ARFF rather than parquet data, and sessions with a timeout on every
-    request that raise 5xx/429 answers as HTTP errors (:func:`_openml_requests`)."""
+    request that raise 5xx/429 answers as HTTP errors (:func:`_openml_requests`); all as it was after."""
+    from unittest import mock
+
     import openml
     from openml import _api_calls
 
     config = openml.config
-    saved = (config.server, config.apikey, config.get_config_as_dict()["cachedir"], config.connection_n_retries,
-             config.show_progress, os.environ.get("OPENML_SKIP_PARQUET"))
-    requests = _api_calls.requests
-    try:
-        config.server, config.apikey, config.connection_n_retries, config.show_progress = options.server, "", 1, False
+    with ExitStack() as restore:
+        for name, value in (("server", options.server), ("apikey", ""), ("connection_n_retries", 1),
+                            ("show_progress", False)):
+            restore.enter_context(mock.patch.object(config, name, value))
+        restore.enter_context(mock.patch.dict(os.environ, {"OPENML_SKIP_PARQUET": "true"}))
+        restore.enter_context(mock.patch.object(_api_calls, "requests", _openml_requests(options.timeout_s)))
+        restore.callback(config.set_root_cache_directory, config.get_config_as_dict()["cachedir"])
         config.set_root_cache_directory(root)
-        os.environ["OPENML_SKIP_PARQUET"] = "true"
-        _api_calls.requests = _openml_requests(options.timeout_s)
         yield Path(config.get_cache_directory())
-    finally:
-        _api_calls.requests = requests
-        config.server, config.apikey, _, config.connection_n_retries, config.show_progress, skip = saved
-        config.set_root_cache_directory(saved[2])
-        if skip is None:
-            os.environ.pop("OPENML_SKIP_PARQUET", None)
-        else:
-            os.environ["OPENML_SKIP_PARQUET"] = skip
 
 
 def _fetch(task_id: str, stage: Path, options: DownloadOptions) -> tuple[Path, TaskCheck]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,8 @@ from equibench.baselines.registry import method_spec
 from equibench.baselines.settings import MethodOptions, TabICLSettings
 from equibench.errors import CheckpointError, MethodUnavailableError
 from equibench.evaluate import EvaluateConfig, evaluate
+
+DATA = Path(__file__).parents[1] / "data"
 
 #: A network with 4 output classes: more classes go through TabICL's hierarchy.
 TINY_CONFIG = dict(max_classes=4, embed_dim=16, col_num_blocks=1, col_nhead=2, col_num_inds=8, row_num_blocks=1,
@@ -124,3 +128,29 @@ def test_the_cli_names_the_flag_of_a_file_that_is_no_tabicl_checkpoint(tmp_path)
                                       str(tmp_path / "out"), "--weights", f"tabicl={tmp_path / 'other.ckpt'}"])
     assert result.exit_code == 2 and result.stderr.startswith(f"error: --weights tabicl={tmp_path / 'other.ckpt'} is ")
     assert "is not a TabICL checkpoint" in result.stderr and "weights_only" not in result.stderr
+
+
+@pytest.mark.parametrize("make, found", [
+    (lambda path: path.write_text("TabICL weights: download them from the authors' page\n"),
+     "does not read as torch weights (a file of 53 bytes in another format)"),
+    (lambda path: path.write_bytes(b"PK\x03"), "does not read as torch weights (a file of 3 bytes in another format)"),
+    (lambda path: shutil.copy(DATA / "tiny-equitabpfn.pt", path),
+     "is an equibench equitabpfn checkpoint; evaluate it as --weights equitabpfn={path}, and give TabICL a file"),
+    (lambda path: torch.save({"config": {"d_model": 8}, "state_dict": {"encoder.weight": torch.zeros(1)}}, path),
+     "holds another network (its `state_dict` is not a TabICL network's"),
+])
+def test_a_text_file_a_3_byte_file_or_another_network_is_refused_in_one_line_before_any_cell(make, found, tmp_path):
+    """Where torch's loader raised KeyError or IndexError, and an EquiTabPFN checkpoint failed
+    every cell with a TypeError: one line naming the file and what a TabICL checkpoint is."""
+    from typer.testing import CliRunner
+
+    from equibench.cli import app
+
+    path = tmp_path / "tabicl.ckpt"
+    make(path)
+    result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "tabicl", "--folds", "0", "--out",
+                                      str(tmp_path / "out"), "--weights", f"tabicl={path}"])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert result.stderr.startswith(f"error: --weights tabicl={path} is not a TabICL checkpoint: it "
+                                    f"{found.format(path=path)}")
+    assert "tabicl package's format" in result.stderr and not (tmp_path / "out").exists()

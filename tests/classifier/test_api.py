@@ -138,7 +138,7 @@ def test_fit_state_round_trip(tmp_path, classifier_class, checkpoint):
     fitted = classifier_class(
         checkpoint=checkpoint, device="cpu", random_state=0, n_estimators=4, categorical_features=["code"]
     ).fit(frame, y)
-    assert any(t.one_hot_ for t in fitted.transforms_)  # the one-hot members are saved and restored too
+    assert any(run.transform.one_hot_ for run in fitted.strategy_.prepared[0])  # the one-hot members are saved and restored too
     path = fitted.save_fit_state(tmp_path / "state.npz")
     with zipfile.ZipFile(path) as archive:  # plain .npy arrays only
         assert all(name.endswith(".npy") for name in archive.namelist())
@@ -213,12 +213,12 @@ def test_subsampling_warns_naming_the_parameter_and_can_be_lifted():
     X, y = blobs(n=120)
     with pytest.warns(PretrainingLimitWarning, match="max_train_rows=50") as caught:
         fitted = _equi(max_train_rows=50, context="subsample").fit(X, y)
-    assert len(caught) == 1 and len(fitted.train_labels_) == 50
+    assert len(caught) == 1 and len(fitted.strategy_.labels) == 50
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         lifted = _equi(max_train_rows=50, ignore_pretraining_limits=True).fit(X, y)
         _equi().fit(X, y)  # below the cap: silent
-    assert len(lifted.train_labels_) == 120
+    assert len(lifted.strategy_.labels) == 120
 
 
 @pytest.mark.parametrize("ignore_pretraining_limits", [False, True])

@@ -11,6 +11,7 @@ from make_fixtures import CHECKPOINTS
 
 import equibench.classifier.estimator as estimator_module
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+from equibench.classifier.network_runs import NetworkRunner
 from equibench.devices import resolve_device
 from equibench.errors import InvalidInputError
 
@@ -65,7 +66,7 @@ def test_a_fitted_classifier_moves_with_its_cache(monkeypatch):
     fitted.to("mps")
     assert fitted.device == "mps" and fitted.device_.type == "meta"
     assert {p.device.type for p in fitted.model_.parameters()} == {"meta"}
-    assert {t.device.type for c in fitted.contexts_ for t in c._tensors()} == {"meta"}
+    assert {t.device.type for c in fitted.strategy_.cached_contexts() for t in c._tensors()} == {"meta"}
 
 
 # -- 5. TabPFN's fit_mode name -------------------------------------------------------------
@@ -74,7 +75,7 @@ def test_a_fitted_classifier_moves_with_its_cache(monkeypatch):
 def test_fit_preprocessors_is_low_memory():
     X, y = blobs(n=60)
     fitted = _equi(fit_mode="fit_preprocessors").fit(X, y)
-    assert not hasattr(fitted, "contexts_")
+    assert not fitted.strategy_.cached_contexts()
     np.testing.assert_array_equal(fitted.predict_proba(X), _equi().fit(X, y).predict_proba(X))
 
 
@@ -87,7 +88,7 @@ def test_the_estimate_is_the_cache_built(classifier_class, checkpoint, precision
     X, y = blobs(n=60)
     fitted = classifier_class(checkpoint=checkpoint, device="cpu", n_estimators=2, fit_mode="fit_with_cache",
                               cache_precision=precision).fit(X, y)
-    built = sum(context.nbytes() for context in fitted.contexts_)
+    built = sum(context.nbytes() for context in fitted.strategy_.cached_contexts())
     assert fitted.estimate_cache_bytes() == built
     config = fitted.model_.config
     if classifier_class is EquiTabPFNClassifier:  # 2 x layers x rows x (1+K) x d, final tokens, labels
@@ -99,7 +100,7 @@ def test_the_estimate_is_the_cache_built(classifier_class, checkpoint, precision
 
 def test_a_cache_above_the_limit_is_refused_before_it_is_built(monkeypatch):
     X, y = blobs(n=60)
-    monkeypatch.setattr(estimator_module.PFNClassifier, "_encode_contexts", lambda self: pytest.fail("built"))
+    monkeypatch.setattr(NetworkRunner, "encode", lambda *a, **k: pytest.fail("built"))
     expected = _equi().fit(X, y).estimate_cache_bytes()
     assert expected < 1e8  # a small cache is stated in MB, never "0.00 GB"
     message = (f"would keep about {expected / 1e6:.3g} MB of cached keys and values .* above "
@@ -114,7 +115,7 @@ def test_a_half_precision_cache_predicts_like_the_float32_one():
     full = _equi(fit_mode="fit_with_cache", n_estimators=1).fit(X, y)
     for precision in ("bfloat16", "float16"):
         half = _equi(fit_mode="fit_with_cache", n_estimators=1, cache_precision=precision).fit(X, y)
-        assert {t.dtype for c in half.contexts_ for t in c._tensors()} == {getattr(torch, precision)}
+        assert {t.dtype for c in half.strategy_.cached_contexts() for t in c._tensors()} == {getattr(torch, precision)}
         np.testing.assert_allclose(half.predict_proba(X), full.predict_proba(X), rtol=0, atol=0.02)
         assert np.abs(half.predict_proba(X) - full.predict_proba(X)).max() > 0
 
@@ -157,6 +158,6 @@ def test_a_low_precision_cache_is_stored_in_its_dtype_as_it_is_built(precision, 
     monkeypatch.setattr(Context, "to", lambda *a, **k: pytest.fail("a full-precision cache was cast"))
     X, y = blobs(n=60)
     model = _equi(fit_mode="fit_with_cache", cache_precision=precision).fit(X, y)
-    dtypes = {t.dtype for context in model.contexts_ for t in context._tensors()}
+    dtypes = {t.dtype for context in model.strategy_.cached_contexts() for t in context._tensors()}
     assert dtypes == {getattr(torch, precision)}
-    assert model.estimate_cache_bytes() == sum(context.nbytes() for context in model.contexts_)
+    assert model.estimate_cache_bytes() == sum(context.nbytes() for context in model.strategy_.cached_contexts())

@@ -27,7 +27,7 @@ _UNTRAINED_STAR = (
 
 
 def _expected_failures(estimator):
-    if isinstance(estimator, TabPFNStarClassifier):
+    if isinstance(estimator, TabPFNStarClassifier) and estimator.context != "local":  # local: nearly pure contexts
         return {"check_classifiers_train": _UNTRAINED_STAR}
     return {}
 
@@ -37,6 +37,12 @@ def _expected_failures(estimator):
         EquiTabPFNClassifier(checkpoint=EQUI, n_estimators=2, device="cpu", random_state=0),
         EquiTabPFNClassifier(checkpoint=EQUI, n_estimators=2, device="cpu", inference_precision="float64", random_state=0),
         TabPFNStarClassifier(checkpoint=STAR, n_estimators=2, device="cpu", random_state=0),
+        # local contexts forced (small clusters, so that the checks' tables get several), both fit modes
+        *[make(checkpoint=checkpoint, n_estimators=2, device="cpu", random_state=0, context="local", fit_mode=mode,
+               local_cluster_size=10, local_neighbors=5, local_max_rows=40)
+          for make, checkpoint, mode in ((EquiTabPFNClassifier, EQUI, "low_memory"),
+                                         (EquiTabPFNClassifier, EQUI, "fit_with_cache"),
+                                         (TabPFNStarClassifier, STAR, "fit_with_cache"))],
     ],
     expected_failed_checks=_expected_failures,
 )
@@ -112,7 +118,7 @@ def test_max_train_rows_takes_a_stratified_subsample():
     y = np.where(np.arange(300) < 240, 0, y)  # class 0 dominates: 260 of 300 rows
     with pytest.warns(UserWarning, match="max_train_rows=60"):
         model = _equi(max_train_rows=60, context="subsample").fit(X, y)
-    counts = np.bincount(model.train_labels_.numpy(), minlength=3)
+    counts = np.bincount(model.strategy_.labels, minlength=3)
     # a floor of 10 each, then the other 30 rows in proportion to the 250, 10 and 10 rows left
     assert counts.tolist() == [38, 11, 11]
     assert model.predict_proba(X).shape == (300, 3)
@@ -265,15 +271,15 @@ def test_default_members_see_categories_as_codes_and_as_one_hot_columns():
                           "flag": rng.choice(["yes", "no"], 120)})
     y = frame["site"].isin(["b", "e", "g"]).to_numpy().astype(int)  # no order in the site names
     fitted = _equi().fit(frame, y)
-    assert [t.spec.categorical_encoding for t in fitted.transforms_] == ["ordinal", "ordinal", "onehot", "onehot"]
-    assert [tuple(f.shape) for f in fitted.train_features_] == [(120, 3)] * 2 + [(120, 10)] * 2  # site: 8 columns
+    assert [spec.categorical_encoding for spec in fitted.strategy_.specs] == ["ordinal", "ordinal", "onehot", "onehot"]
+    assert [tuple(run.x_train.shape) for run in fitted.strategy_.prepared[0]] == [(120, 3)] * 2 + [(120, 10)] * 2  # site: 8 columns
     unseen = frame.iloc[:2].assign(site=pd.Categorical(["z", "a"]))
     codes = fitted.encoder_.transform(unseen)
     assert np.isnan(codes[0, 1]) and not np.isnan(codes[1, 1])
-    block = fitted.transforms_[2]._encode(codes)[:, 1:9]  # the site's one-hot columns, before normalisation
+    block = fitted.strategy_.prepared[0][2].transform._encode(codes)[:, 1:9]  # the site's one-hot columns, before normalisation
     np.testing.assert_array_equal(block, [[0] * 8, [1] + [0] * 7])
     ordinal_only = _equi(categorical_encodings="ordinal").fit(frame, y)
-    assert {t.spec.categorical_encoding for t in ordinal_only.transforms_} == {"ordinal"}
+    assert {spec.categorical_encoding for spec in ordinal_only.strategy_.specs} == {"ordinal"}
     assert not np.allclose(ordinal_only.predict_proba(frame), fitted.predict_proba(frame))
 
 
@@ -290,10 +296,10 @@ def test_feature_transforms_choose_each_members_preprocessing():
     plain = _equi(n_estimators=1).fit(X, y).predict_proba(X)
     np.testing.assert_array_equal(_equi(n_estimators=1, feature_transforms="none").fit(X, y).predict_proba(X), plain)
     quantile = _equi(n_estimators=1, feature_transforms=["quantile"]).fit(X, y)
-    assert [t.spec.variant for t in quantile.transforms_] == ["quantile"]
+    assert [spec.variant for spec in quantile.strategy_.specs] == ["quantile"]
     assert not np.allclose(quantile.predict_proba(X), plain)
     only_plain = _equi(n_estimators=3, feature_transforms=("none",)).fit(X, y)
-    assert [t.spec.variant for t in only_plain.transforms_] == ["none"] * 3
+    assert [spec.variant for spec in only_plain.strategy_.specs] == ["none"] * 3
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def _load(path):
 def test_the_saved_file_loads_and_records_a_digest_per_array(saved):
     path, arrays = saved
     header = json.loads(str(arrays["header"]))
-    assert header["format_version"] == 2
+    assert header["format_version"] == 3
     assert set(header["digests"]) == set(arrays) - {"header", "header_sha256"}
     assert _load(path).n_features_in_ == 3
 
@@ -68,8 +68,8 @@ def test_a_flipped_byte(saved, tmp_path):
 
 def test_a_missing_array(saved, tmp_path):
     _, arrays = saved
-    without = {name: array for name, array in arrays.items() if name != "member/1/mean"}
-    with pytest.raises(FitStateError, match=r"is damaged: arrays \['member/1/mean'\] are missing"):
+    without = {name: array for name, array in arrays.items() if name != "strategy/values"}
+    with pytest.raises(FitStateError, match=r"is damaged: arrays \['strategy/values'\] are missing"):
         _load(_rewrite(tmp_path / "missing.npz", without))
 
 
@@ -81,8 +81,8 @@ def test_an_added_array(saved, tmp_path):
 
 def test_a_changed_array(saved, tmp_path):
     _, arrays = saved
-    changed = {**arrays, "train_labels": 1 - arrays["train_labels"]}  # well-formed, just not what was saved
-    with pytest.raises(FitStateError, match=r"arrays \['train_labels'\] do not match their sha256"):
+    changed = {**arrays, "strategy/labels": 1 - arrays["strategy/labels"]}  # well-formed, just not what was saved
+    with pytest.raises(FitStateError, match=r"arrays \['strategy/labels'\] do not match their sha256"):
         _load(_rewrite(tmp_path / "changed.npz", changed))
 
 
@@ -99,8 +99,8 @@ def test_an_edited_header(saved, tmp_path):
 
 def test_a_file_of_the_previous_format_is_refused_with_what_to_do(saved, tmp_path):
     _, arrays = saved
-    older = _rewrite(tmp_path / "v1.npz", arrays, header_edit=lambda h: h.update(format_version=1))
-    with pytest.raises(FitStateError, match="format version 1, this equibench reads version 2: fit the classifier again"):
+    older = _rewrite(tmp_path / "v2.npz", arrays, header_edit=lambda h: h.update(format_version=2))
+    with pytest.raises(FitStateError, match="format version 2, this equibench reads version 3: fit the classifier again"):
         _load(older)
 
 

@@ -39,7 +39,7 @@ def test_two_default_fits_agree_and_none_draws_fresh_randomness():
         p_first, p_second = first.fit(X, y).predict_proba(X), second.fit(X, y).predict_proba(X)
     np.testing.assert_array_equal(p_first, p_second)
     with pytest.warns(UserWarning, match="max_train_rows"):
-        fresh = [_equi(max_train_rows=40, context="subsample", random_state=None).fit(X, y).train_features_[0] for _ in range(2)]
+        fresh = [_equi(max_train_rows=40, context="subsample", random_state=None).fit(X, y).strategy_.prepared[0][0].x_train for _ in range(2)]
     assert not torch.equal(fresh[0], fresh[1])  # another random subsample of 40 of the 120 rows
     assert classifier_for(STAR, n_classes=12).random_state == 0  # the ECOC wrapper too
 
@@ -89,7 +89,7 @@ def test_equitabpfn_embeddings_are_the_decoders_inputs(mode):
     embeddings = other.get_embeddings(X[:7])
     d_model = fitted.model_.config.d_model
     assert embeddings.shape == (1, 7, 1 + 3, d_model) and embeddings.dtype == np.float32
-    context = fitted.contexts_[0]
+    context = fitted.strategy_.cached_contexts()[0]
     with torch.inference_mode():
         h_test = torch.from_numpy(embeddings[0]).flatten(1).unsqueeze(0)  # (1, 7, (1+K)*d)
         logits = fitted.model_.decoder(context.h_train, h_test, context.y_onehot)[0]

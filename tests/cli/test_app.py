@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from equibench import __version__
@@ -40,7 +41,9 @@ def test_shell_completion_is_offered():
 def test_json_output_of_info_methods_and_suites():
     runner = CliRunner()
     suites = json.loads(runner.invoke(app, ["suites", "--json"]).stdout)
-    assert {s["suite"]: s["task_ids"] for s in suites} == {n: list(s.task_ids) for n, s in BUILTIN_SUITES.items()}
+    assert {s["suite"]: [str(t) for t in s["task_ids"]] for s in suites} == \
+        {n: list(s.task_ids) for n, s in BUILTIN_SUITES.items()}
+    assert suites[0]["task_ids"][:2] == [5, 7] and suites[2]["task_ids"][0] == "demo-iris"  # OpenML's ids are integers
     methods = json.loads(runner.invoke(app, ["methods", "--json"]).stdout)
     knn = next(row for row in methods if row["method"] == "knn")
     assert knn["ready"] is True and knn["install"] is None
@@ -163,6 +166,37 @@ def _packaged_here(folder, monkeypatch):
     for path in packaged_checkpoints():
         (folder / path.name).symlink_to(path)
     monkeypatch.setattr("equibench.model.checkpoint.packaged_checkpoint_dir", lambda: folder)
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda data: data.pop("sha256"), "it has no 'sha256' field"),
+    (lambda data: data.pop("criteria"), "it has no 'criteria' field"),
+    (lambda data: data.update(format=2), "scorecard format 2, where this equibench reads format 1"),
+    (lambda data: data.pop("format"), "scorecard format None, where this equibench reads format 1"),
+])
+def test_info_says_why_a_scorecard_is_unreadable_and_prints_the_rest(tmp_path, monkeypatch, change, why):
+    """A packaged scorecard without its sha256 (or of another format): `info` prints everything
+    else, and says the scorecard is unreadable and why, where it raised KeyError: 'sha256'."""
+    from rich.console import Console
+
+    _packaged_here(tmp_path, monkeypatch)
+    _quality_file(tmp_path, "equitabpfn", 0.96)
+    path = tmp_path / "equitabpfn-small.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr("equibench.cli.output.console", Console(width=1000))
+    result = CliRunner().invoke(app, ["info"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "not scored" in next(line for line in lines if line.startswith("│ equitabpfn-small.pt"))
+    line = next(line for line in lines if line.startswith("equitabpfn-small.pt: not scored"))
+    assert f"(its scorecard equitabpfn-small.json is unreadable: {why};" in line and "equibench score" in line
+    assert any(line.startswith("tabpfn-star-small.pt card:") for line in lines)
+    assert any(line.startswith("device:") for line in lines)
+    quality = next(card for card in json.loads(CliRunner().invoke(app, ["info", "--json"]).stdout)["checkpoints"]
+                   if card["file"] == "equitabpfn-small.pt")["quality"]
+    assert why in quality["error"]
 
 
 def test_info_leads_with_the_checkpoints_and_their_quality(tmp_path, monkeypatch):

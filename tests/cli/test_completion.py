@@ -1,13 +1,14 @@
-"""Shell completion of ``--suite`` and ``--methods`` values: the callbacks, and the app wiring
-them to the options the shell asks about."""
+"""Shell completion of ``--suite``, ``--methods``, ``--contexts`` and ``--weights`` values: the
+callbacks, and the app wiring them to the options the shell asks about."""
 
 from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from equibench.baselines.registry import METHODS
+from equibench.baselines.registry import FAST_METHODS, METHODS, weights_methods
 from equibench.cli import app
-from equibench.cli.completion import complete_methods, complete_suite
+from equibench.cli.completion import complete_contexts, complete_methods, complete_suite, complete_weights
+from equibench.context_rules import CONTEXTS
 
 
 def test_suite_completion_offers_the_builtin_suites_and_suite_files(tmp_path, monkeypatch):
@@ -34,6 +35,34 @@ def test_methods_completion_completes_the_last_name_of_the_list():
     assert [value for value, _ in complete_methods("knn,kn")] == []  # no repeats
 
 
+def test_methods_completion_offers_all_first_only_and_nothing_fast_holds_after_fast():
+    """`knn,all` runs every method: `all` is offered as the whole value only; after `all`
+    nothing, after `fast` none of the methods it holds."""
+    after_knn = [value for value, _ in complete_methods("knn,")]
+    assert "knn,all" not in after_knn and "knn,fast" in after_knn and "knn,mlp" in after_knn
+    assert complete_methods("knn,a") == [] and complete_methods("all,") == []
+    after_fast = [value.removeprefix("fast,") for value, _ in complete_methods("fast,")]
+    assert after_fast == [name for name in METHODS if name not in FAST_METHODS]
+
+
+def test_contexts_completion_completes_the_last_strategy_of_the_list():
+    assert [value for value, _ in complete_contexts("")] == list(CONTEXTS)
+    assert [value for value, _ in complete_contexts("auto,")] == ["auto,subsample", "auto,local"]
+    assert complete_contexts("auto,su")[0][0] == "auto,subsample" and complete_contexts("auto,au") == []
+
+
+def test_weights_completion_offers_the_methods_then_their_files_or_folders(tmp_path, monkeypatch):
+    (tmp_path / "tabicl.ckpt").write_bytes(b"")
+    (tmp_path / "v2").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert [value for value, _ in complete_weights("")] == [f"{name}=" for name in weights_methods()]
+    assert complete_weights("tabi") == [("tabicl=", METHODS["tabicl"].weights.what)]
+    assert complete_weights("knn") == [] and complete_weights("knn=") == []  # takes no weights
+    assert complete_weights("tabicl=") == [("tabicl=tabicl.ckpt", "file"), ("tabicl=v2/", "folder")]
+    assert complete_weights("tabicl=t") == [("tabicl=tabicl.ckpt", "file")]
+    assert complete_weights("tabpfn-v2=") == [("tabpfn-v2=v2/", "folder")]  # a folder: no files
+
+
 def test_the_shell_gets_the_values_of_suite_and_methods():
     runner = CliRunner()
     env = {"_EQUIBENCH_COMPLETE": "complete_bash", "COMP_WORDS": "equibench evaluate --suite g", "COMP_CWORD": "3"}
@@ -43,3 +72,8 @@ def test_the_shell_gets_the_values_of_suite_and_methods():
     assert runner.invoke(app, [], prog_name="equibench", env=env).stdout.split() == ["le10"]
     env.update(COMP_WORDS="equibench evaluate --methods knn,xg", COMP_CWORD="3")
     assert runner.invoke(app, [], prog_name="equibench", env=env).stdout.split() == ["knn,xgboost"]
+    env.update(COMP_WORDS="equibench evaluate --contexts auto,l", COMP_CWORD="3")
+    assert runner.invoke(app, [], prog_name="equibench", env=env).stdout.split() == ["auto,local"]
+    for command in ("evaluate", "boundaries", "equivariance"):
+        env.update(COMP_WORDS=f"equibench {command} --weights tabic", COMP_CWORD="3")
+        assert runner.invoke(app, [], prog_name="equibench", env=env).stdout.split() == ["tabicl="], command

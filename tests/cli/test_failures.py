@@ -102,6 +102,21 @@ def test_library_parameters_are_named_by_the_flags_of_the_app(tmp_path):
     assert result.exit_code == 2 and result.stderr.startswith("error: --batches must be >= 1, got 0")  # not n_batches
 
 
+@pytest.mark.parametrize("contexts, line", [
+    ("nearest", "--contexts: 'nearest' is not a context strategy; choose from auto, subsample, local (several: e.g. "
+                "auto,subsample)"),
+    ("auto,auto", "--contexts lists 'auto' more than once; give each once"),
+    (",", "--contexts: none given; choose from auto, subsample, local (several: e.g. auto,subsample)"),
+])
+def test_a_bad_contexts_value_names_the_strategies(contexts, line, tmp_path):
+    """Where an unknown strategy read "contexts must be distinct names ...": which value is wrong
+    and the valid ones."""
+    result = CliRunner().invoke(app, ["evaluate", "--suite", "demo", "--methods", "knn", "--contexts", contexts,
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and result.stderr == f"error: {line}\n"
+    assert not (tmp_path / "out").exists()
+
+
 def test_pretrain_messages_name_its_flags_never_python_syntax(tmp_path):
     """What a CLI user of pretrain reads: flags, never ``resume=True`` or ``PriorConfig.rows``."""
     runner = CliRunner()

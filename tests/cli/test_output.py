@@ -60,7 +60,7 @@ def test_progress_bars_are_on_stderr(tmp_path):
     assert "loss" in result.stderr and "datasets/s" in result.stderr
     assert "datasets/s" not in result.stdout and "model written to" in result.stdout
     # piped, the progress line keeps every column (the shared stderr console: never cut at 80)
-    columns = r"equitabpfn-tiny ━+ 2/2 \d:\d\d:\d\d \d:\d\d:\d\d loss \S+ +lr \S+ +\S+ datasets/s +prior \d+%"
+    columns = r"equitabpfn-tiny ━+ 2/2 \d:\d\d:\d\d \d:\d\d:\d\d loss \S+ +lr \S+ +\S+ datasets/s, prior wait \d+%"
     assert re.fullmatch(columns, result.stderr.splitlines()[-1]), result.stderr
     from make_fixtures import CHECKPOINTS
 
@@ -68,5 +68,5 @@ def test_progress_bars_are_on_stderr(tmp_path):
                                  str(tmp_path / "eq"), "--classes", "3", "--ensembles", "1", "--datasets", "2",
                                  "--rows", "32", "--no-toy"])
     assert result.exit_code == 0, result.output
-    assert "1/1" in result.stderr and "(checkpoint, K)" in result.stderr
+    assert "1/1" in result.stderr and "(checkpoint or method, K)" in result.stderr
     assert "arg-max changes" in result.stdout and "1/1" not in result.stdout

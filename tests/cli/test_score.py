@@ -134,3 +134,19 @@ def test_an_unwritable_out_is_refused_before_any_scoring(out, message, scored, t
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and message in result.stderr
     assert "checkpoint" not in scored  # refused before the scoring started
+
+
+def test_an_existing_out_file_is_kept_unless_overwrite(scored, tmp_path, monkeypatch):
+    """A scorecard is never replaced without a word: an existing --out is refused before the
+    scoring, naming --overwrite, as `export` does; with it the file is replaced."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.md").write_text("my notes\n")
+    scored["card"] = _card(0.95)
+    result = CliRunner().invoke(app, ["score", "m.pt", "--out", "q.json", "--out", "q.md", "--no-progress"])
+    assert result.exit_code == 2 and result.stderr == ("error: --out 'q.md' already exists; pass --overwrite to "
+                                                       "replace it, or another path\n")
+    assert "checkpoint" not in scored and (tmp_path / "q.md").read_text() == "my notes\n"
+    assert not (tmp_path / "q.json").exists()
+    result = CliRunner().invoke(app, ["score", "m.pt", "--out", "q.md", "--overwrite", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "q.md").read_text().startswith(result.stdout.splitlines()[0])

@@ -18,7 +18,8 @@ from equibench.baselines.settings import MethodOptions, UserWeightsSettings
 from equibench.cli import app
 from equibench.cli.failures import with_flags
 from equibench.cli.options import weights_map
-from equibench.errors import MethodUnavailableError
+from equibench.errors import InvalidInputError, MethodUnavailableError
+from equibench.evaluate import EvaluateConfig
 
 TAKERS = "the methods that take weights: equitabpfn, tabpfn-star, equitabpfn-official, tabpfn-v1, tabpfn-v2, tabicl"
 DEMO = ["--suite", "demo", "--folds", "0", "--jobs", "1", "--no-progress"]
@@ -65,18 +66,43 @@ def test_a_library_message_naming_an_entry_of_weights_reads_as_the_flag():
 
 def test_weights_beat_the_environment_variable_which_gives_the_rest(tmp_path, monkeypatch):
     monkeypatch.setenv("EQUIBENCH_TABPFN_WEIGHTS", "/env")
+    (tmp_path / "given").mkdir()
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["evaluate", *DEMO, "--methods", "tabpfn-v1,tabpfn-v2", "--out", str(out),
-                                      "--weights", "tabpfn-v2=/given"])
+                                      "--weights", f"tabpfn-v2={tmp_path / 'given'}"])
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
-    assert _settings(out)["tabpfn-v1"]["tabpfn_weights"] == "/env"
-    assert _settings(out)["tabpfn-v2"]["tabpfn_weights"] == "/given"
+    assert _settings(out)["tabpfn-v1"]["tabpfn_weights"] == "/env"  # a stale variable: its cells are skipped
+    assert _settings(out)["tabpfn-v2"]["tabpfn_weights"] == str(tmp_path / "given")
+
+
+@pytest.mark.parametrize("method, path, found", [
+    ("tabicl", "tabicl-classifer.ckpt", "no such file or folder"),
+    ("tabicl", "weights", "a folder, not a file"),
+    ("tabpfn-v2", "tabpfn-wieghts", "no such file or folder"),
+    ("tabpfn-v2", "notes.txt", "a file, not a folder"),
+    ("equitabpfn-official", "official.pt", "no such file or folder"),
+])
+def test_a_weights_path_that_is_not_there_is_refused_before_any_cell(tmp_path, monkeypatch, method, path, found):
+    """A typo in --weights is bad input (exit 2, nothing written), not every cell of the method
+    skipped with exit 0; the library refuses it alike."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "notes.txt").write_text("weights are in weights/\n")
+    result = CliRunner().invoke(app, ["evaluate", *DEMO, "--methods", f"knn,{method}", "--out", "out",
+                                      "--weights", f"{method}={path}"])
+    what = METHODS[method].weights.what
+    assert result.exit_code == 2 and result.stderr == (f"error: --weights {method}={path}: {found}; give {what}, "
+                                                       f"or leave it out to skip {method}'s cells\n")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(InvalidInputError, match=found):
+        EvaluateConfig(suite="demo", weights={method: path})
 
 
 def test_the_replaced_flags_still_work_hidden_with_a_deprecation_line(tmp_path, monkeypatch):
     monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
     out = tmp_path / "out"
+    (tmp_path / "w").mkdir()
     result = CliRunner().invoke(app, ["evaluate", *DEMO, "--methods", "tabpfn-v1,tabpfn-v2", "--out", str(out),
                                       "--tabpfn-weights", str(tmp_path / "w")])
     assert result.exit_code == 0, result.output
@@ -141,9 +167,11 @@ def test_a_method_declared_in_the_registry_takes_weights_with_no_other_change(tm
     assert result.exit_code == 0, result.output
     assert ("class-prior: 6 cells skipped: no weights: pass --weights class-prior=FILE or set "
             "EQUIBENCH_TEST_PRIOR_WEIGHTS: a file of class counts") in result.stdout
-    result = runner.invoke(app, [*evaluate, "--out", str(tmp_path / "given"), "--weights", "class-prior=/w"])
+    (tmp_path / "counts.txt").write_text("1 1 1\n")
+    result = runner.invoke(app, [*evaluate, "--out", str(tmp_path / "given"), "--weights",
+                                 f"class-prior={tmp_path / 'counts.txt'}"])
     assert result.exit_code == 0 and "this run: 6 ok" in result.stdout, result.output
-    assert _settings(tmp_path / "given")["class-prior"]["weights"] == "/w"
+    assert _settings(tmp_path / "given")["class-prior"]["weights"] == str(tmp_path / "counts.txt")
     monkeypatch.setenv("EQUIBENCH_TEST_PRIOR_WEIGHTS", "/env")
     result = runner.invoke(app, [*evaluate, "--out", str(tmp_path / "env")])
     assert result.exit_code == 0 and "this run: 6 ok" in result.stdout, result.output

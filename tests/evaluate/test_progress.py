@@ -32,31 +32,62 @@ def test_the_time_left_follows_the_cost_when_the_slowest_method_runs_first(monke
     monkeypatch.setenv("EQUIBENCH_PROGRESS_EVERY_S", "0")
     now = [0.0]
     costs = {**dict.fromkeys(_cells("tabnet", 10), 100.0), **dict.fromkeys(_cells("knn", 90), 1.0)}
-    work = CellsWork(costs)
+    work = CellsWork(costs, clock=lambda: now[0])
+    cells = list(costs)
     log = io.StringIO()
     with CellsProgress(console=Console(file=log, width=200), get_time=lambda: now[0], auto_refresh=False) as bar:
-        task_id = bar.add_task("evaluate gt10", total=len(costs), **work.fields())
-        for cell in list(costs)[:10]:
+        task_id = bar.add_task("evaluate gt10", total=len(costs), work=work)
+        for i, cell in enumerate(cells[:10]):
+            work.running(cells[i:], 1)
             now[0] += costs[cell]  # a cell takes its estimated cost in seconds
             work.finish(cell, "ok")
-            bar.update(task_id, advance=1, **work.fields())
+            work.running(cells[i + 1:], 1)
+            bar.update(task_id, advance=1)
         task = bar.tasks[0]
         assert remaining_s(task) == pytest.approx(90.0)
         assert CellsRemainingColumn().render(task).plain == "0:01:30"
         assert task.elapsed / task.completed * (task.total - task.completed) == pytest.approx(9000.0)
     lines = log.getvalue().splitlines()
-    assert lines[9] == "evaluate gt10: 10/100 done, elapsed 0:16:40, ETA 0:01:30"  # no work fields printed
+    assert lines[0] == "evaluate gt10: 0/100 done, elapsed 0:00:00, ETA ?"
+    assert lines[10] == "evaluate gt10: 10/100 done, elapsed 0:16:40, ETA 0:01:30"  # no work object printed
+
+
+def test_the_first_time_left_counts_the_cells_still_running_on_the_other_workers():
+    """Two workers, 10 cells of cost 1 taking 60 s each: when the first finishes, the other one
+    is done too, so 4 rounds of 60 s are left (4:00), where the finished cells against the time so
+    far said more than twice that (9 cells x 60 s: 9:00); the running cells' time counts on."""
+    now = [0.0]
+    cells = _cells("tabnet", 10)
+    work = CellsWork(dict.fromkeys(cells, 1.0), workers=2, clock=lambda: now[0])
+    work.running(cells, 2)
+    assert work.remaining_s() is None  # nothing finished yet
+    now[0] = 60.0
+    work.finish(cells[0], "ok")
+    work.running(cells[1:], 2)
+    assert work.remaining_s() == pytest.approx(240.0)
+    now[0] = 90.0  # cells 1 (since 0 s) and 2 (since 60 s) are running
+    assert work.remaining_s() == pytest.approx((9 - 1 - 0.5) * 60 / 2)  # cell 1 counts done, not more
+    work.finish(cells[1], "ok")  # late: cells cost more than the first said
+    work.running(cells[2:], 2)
+    assert work.remaining_s() == pytest.approx((8 - 30 / 75) * 75 / 2)
 
 
 def test_a_skipped_cell_takes_the_rest_of_its_method_and_variant_out_of_the_work():
     official, knn = _cells("equitabpfn-official", 3), _cells("knn", 3)
-    work = CellsWork({**dict.fromkeys(official, 4000.0), **dict.fromkeys(knn, 2.0)})
-    assert work.fields() == {"work_done": 0.0, "work_total": 12006.0}
+    now = [0.0]
+    work = CellsWork({**dict.fromkeys(official, 4000.0), **dict.fromkeys(knn, 2.0)}, clock=lambda: now[0])
+    assert sum(work.left.values()) == 12006.0
+    work.running([*official, *knn], 1)
     work.finish(official[0], "skipped")  # no weights: its other cells skip alike, in no time
-    assert work.fields() == {"work_done": 0.0, "work_total": 6.0}
+    assert sum(work.left.values()) == 6.0 and work.remaining_s() is None
+    work.running(knn, 1)
+    now[0] = 1.0
     work.finish(knn[0], "ok")
+    work.running(knn[1:], 1)
+    now[0] = 2.0
     work.finish(knn[1], "failed")  # it ran: its time was spent
-    assert work.fields() == {"work_done": 4.0, "work_total": 6.0}
+    work.running(knn[2:], 1)
+    assert sum(work.left.values()) == 2.0 and work.remaining_s() == pytest.approx(1.0)
 
 
 def test_the_running_line_names_the_running_cells_and_counts_the_queued_ones():

@@ -39,9 +39,6 @@ from equibench.tasks.suites import load_suite
 
 DATA = Path(__file__).parents[1] / "data"
 COMMITTED = Path(__file__).parents[2] / "results" / "demo"
-SHARED_CACHE = Path(
-    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[3] / "shared" / "data" / "openml-cache")
-)
 QUICK = dict(suite="demo", methods=("knn", "linear-model"), folds=(0,))
 
 

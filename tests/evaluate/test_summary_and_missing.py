@@ -296,7 +296,32 @@ def test_two_suites_of_the_same_name_do_not_share_a_results_folder(tmp_path, mon
     second = runner.invoke(app, ["evaluate", "--suite", "second/mine.toml", "--methods", "knn", "--folds", "0", "--jobs", "1",
                                  "--no-progress"])
     assert second.exit_code == 2 and second.stderr.count("\n") == 1
-    assert "holds results of another suite named 'mine' (tasks only there: ['demo-iris']" in second.stderr
+    assert ("holds results of suite 'mine', and this suite adds 1 task (demo-wine) and drops 1 (demo-iris) (its file "
+            "changed since, or another suite has its name)") in second.stderr
     again = runner.invoke(app, ["evaluate", "--suite", "first/mine.toml", "--methods", "knn", "--folds", "0", "--jobs", "1",
                                 "--no-progress"])
     assert again.exit_code == 0, again.output  # the same suite resumes
+
+
+def test_a_suite_file_that_gained_a_task_says_what_changed_and_the_choices(tmp_path):
+    """A task added to the suite file after a run, rerun with the same --out: the line says which
+    task was added and what to do, where it said "pass --out for this one" though --out was given;
+    the same tasks in another order resume."""
+    suite, out = tmp_path / "mine.toml", str(tmp_path / "out")
+    suite.write_text('tasks = ["demo-iris", "demo-wine"]\n')
+    command = ["evaluate", "--suite", str(suite), "--methods", "knn", "--folds", "0", "--jobs", "1", "--no-progress",
+               "--out", out]
+    runner = CliRunner()
+    assert runner.invoke(app, command).exit_code == 0
+    suite.write_text('tasks = ["demo-iris", "demo-wine", "demo-digits"]\n')
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: {out!r} holds results of suite 'mine', and this suite adds 1 task "
+                                    "(demo-digits) (its file changed since, or another suite has its name); a results "
+                                    "folder holds one task list: pass a new --out for this suite (all its cells run "
+                                    "there), or restore the former task list to resume here; to run only the added "
+                                    "tasks, put them in a suite of their own with a new --out")
+    assert "pass --out for this one" not in result.stderr
+    suite.write_text('tasks = ["demo-wine", "demo-iris"]\n')
+    result = runner.invoke(app, command)
+    assert result.exit_code == 0 and "(2 already done); this run: nothing new" in result.stdout, result.output

@@ -86,14 +86,14 @@ def test_fit_with_cache_predicts_like_low_memory(classifier_class):
     params = dict(checkpoint=checkpoint, device="cpu", random_state=0, n_estimators=3, batch_size=16)
     plain = classifier_class(**params).fit(X, y)
     cached = classifier_class(fit_mode="fit_with_cache", **params).fit(X, y)
-    assert not hasattr(plain, "contexts_") and len(cached.contexts_) == 3
+    assert not plain.strategy_.cached_contexts() and len(cached.strategy_.cached_contexts()) == 3
     np.testing.assert_allclose(cached.predict_proba(X), plain.predict_proba(X), rtol=0, atol=1e-6)
     np.testing.assert_allclose(cached.predict_proba(X[:7]), plain.predict_proba(X[:7]), rtol=0, atol=1e-6)
     exact = classifier_class(fit_mode="fit_with_cache", inference_precision="float64", **params).fit(X, y)
     exact_plain = classifier_class(inference_precision="float64", **params).fit(X, y)
     np.testing.assert_allclose(exact.predict_proba(X), exact_plain.predict_proba(X), rtol=0, atol=1e-12)
     loaded = pickle.loads(pickle.dumps(cached))  # the cache is not pickled, and is rebuilt
-    assert "contexts_" not in loaded.__dict__
+    assert not loaded.strategy_.cached_contexts()
     np.testing.assert_array_equal(loaded.predict_proba(X), cached.predict_proba(X))
 
 
@@ -119,6 +119,6 @@ def test_fit_with_cache_survives_the_fit_state(tmp_path):
     fitted = EquiTabPFNClassifier(checkpoint=CHECKPOINTS["equitabpfn"], device="cpu", random_state=0,
                                   fit_mode="fit_with_cache").fit(X, y)
     loaded = EquiTabPFNClassifier.load_from_fit_state(fitted.save_fit_state(tmp_path / "state.npz"))
-    assert loaded.fit_mode == "fit_with_cache" and "contexts_" not in loaded.__dict__
+    assert loaded.fit_mode == "fit_with_cache"  # the cache is built at load, as at fit
+    assert len(loaded.strategy_.cached_contexts()) == len(fitted.strategy_.cached_contexts())
     np.testing.assert_array_equal(loaded.predict_proba(X), fitted.predict_proba(X))
-    assert len(loaded.contexts_) == len(fitted.contexts_)

@@ -28,7 +28,7 @@ def test_official_preprocessing_gives_the_official_probabilities(official, conve
     np.testing.assert_allclose(exact.predict_proba(X_test), official["table/proba"], rtol=0, atol=1e-12)
     single = _official_classifier(converted).fit(X_train, y_train)  # float32 on the CPU, as the authors ran it
     np.testing.assert_allclose(single.predict_proba(X_test), official["table/proba"], rtol=0, atol=1e-5)
-    assert exact.train_features_[0].shape == (60, 8)  # the train-constant column dropped
+    assert exact.strategy_.prepared[0][0].x_train.shape == (60, 8)  # the train-constant column dropped
 
 
 def test_official_checkpoint_with_equibench_preprocessing(official, converted):

@@ -84,6 +84,78 @@ def test_a_killed_worker_stops_the_stream_with_one_clear_error():
         drawn.close()
 
 
+class _PoolBrokenAtSubmit:
+    """A loky pool drawing batches in this process whose ``fail_at``-th submit raises
+    TerminatedWorkerError, as loky's does once it has seen a worker die."""
+
+    def __init__(self, workers, initializer=None, initargs=(), fail_at=1):
+        self.submitted, self.fail_at = 0, fail_at
+
+    def submit(self, function, *args):
+        from concurrent.futures import Future
+
+        from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+        self.submitted += 1
+        if self.submitted >= self.fail_at:
+            raise TerminatedWorkerError("A worker process managed by the executor was unexpectedly terminated.")
+        future = Future()
+        future.set_result(function(*args))
+        return future
+
+    def shutdown(self, wait=True, kill_workers=False):
+        pass
+
+
+@pytest.mark.parametrize("fail_at", [1, 6])
+def test_a_pool_broken_at_submit_is_the_clear_worker_lost_error(monkeypatch, fail_at):
+    """The guard covers submit too: there loky raises TerminatedWorkerError once it has seen the
+    death, before any pending batch fails (half the kills of a real run)."""
+    from joblib.externals import loky
+
+    from equibench.errors import WorkerLostError
+
+    monkeypatch.setattr(loky, "ProcessPoolExecutor",
+                        lambda *args, **kwargs: _PoolBrokenAtSubmit(*args, **kwargs, fail_at=fail_at))
+    drawn = prior_batches(PRIOR, tiny_config(prior_workers=2), torch.Generator().manual_seed(5), "cpu", first_step=1)
+    try:
+        with pytest.raises(WorkerLostError, match=r"a prior worker process ended unexpectedly .*rerun the same "
+                                                  r"command with resume=True"):
+            for _ in range(10):
+                next(drawn)
+    finally:
+        drawn.close()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_between_steps_stops_the_stream_with_one_clear_error():
+    """The worker dies while the training process is busy elsewhere (a step): by the next batch
+    loky knows, and its submit raises. That is the clear WorkerLostError too, not a traceback."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    from concurrency import alive
+
+    from equibench.errors import WorkerLostError
+
+    others = {child.pid for child in multiprocessing.active_children()}
+    drawn = prior_batches(PRIOR, tiny_config(prior_workers=2), torch.Generator().manual_seed(5), "cpu", first_step=1)
+    try:
+        next(drawn)
+        workers = {child.pid for child in multiprocessing.active_children()} - others
+        assert len(workers) == 2
+        os.kill(min(workers), signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while alive(workers) and time.monotonic() < deadline:  # loky has seen it: it kills the other worker
+            time.sleep(0.1)
+        with pytest.raises(WorkerLostError, match="a prior worker process ended unexpectedly"):
+            next(drawn)
+    finally:
+        drawn.close()
+
+
 @pytest.mark.slow
 def test_a_killed_worker_stops_the_pools_own_workers_and_no_other_process():
     """The pool's other worker is killed with the broken pool (it ignores SIGTERM), by the pool

@@ -290,3 +290,30 @@ def test_the_progress_bar_keeps_its_times_on_an_80_column_terminal(tmp_path):
     lines = [line for line in console.file.getvalue().splitlines() if "3/3" in line]
     assert any(len(re.findall(r"\d+:\d\d:\d\d", line)) == 2 for line in lines), lines
     assert not any(re.search(r"\d…", line) for line in lines), lines  # no time cut short
+
+
+def test_progress_of_a_time_limited_run_counts_down_to_its_limit(tmp_path, monkeypatch):
+    """A run of a recipe's 65,316 steps with a time limit: the ETA is the limit's end (the
+    quick start said "ETA 19 days"), marked so; no loss before the first step; the pace in
+    datasets/s; the prior's share of the step named; the same on a terminal's bar."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    monkeypatch.setenv("EQUIBENCH_PROGRESS_EVERY_S", "0")
+    config = tiny_config(steps=65316, validate_every=10**6, checkpoint_every=10**6)
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    pretrain(config, PRIOR, tmp_path / "plain", progress=True, console=console, time_limit_s=1.5)
+    lines = [line for line in console.file.getvalue().splitlines() if line.startswith("pretrain equitabpfn-tiny")]
+    assert re.fullmatch(r"pretrain equitabpfn-tiny: 0/65316 done, lr 5\.0e-04, elapsed 0:00:0\d, "
+                        r"ETA 0:00:0[01] \(time limit\)", lines[0]), lines[0]
+    stepped = [line for line in lines if not line.startswith(("pretrain equitabpfn-tiny: 0/", "pretrain equitabpfn-tiny validating: 0/"))]
+    assert stepped and all(re.fullmatch(r"pretrain equitabpfn-tiny( validating)?: \d+/65316 done, loss \d\.\d{4}, "
+                                        r"lr \d\.\de-0\d, \d+\.\d datasets/s, prior wait \d+%, elapsed 0:00:0\d, "
+                                        r"ETA 0:00:0[01] \(time limit\)", line) for line in stepped), stepped
+    assert "nan" not in console.file.getvalue() and "prior_share" not in console.file.getvalue()
+
+    terminal = Console(file=io.StringIO(), width=120, force_terminal=True, color_system=None)
+    pretrain(config, PRIOR, tmp_path / "bar", progress=True, console=terminal, time_limit_s=1.0)
+    assert re.search(r"/65316 0:00:0\d 0:00:0[01] \(limit\) loss \d\.\d{4}, lr ", terminal.file.getvalue())

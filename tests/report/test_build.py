@@ -16,8 +16,10 @@ from typer.testing import CliRunner
 
 from equibench.cli import app
 from equibench.evaluate.results_store import COLUMNS, ResultsStore
-from equibench.report import build_report
+from equibench.figures import save_figure
+from equibench.report import build_report, figures
 from equibench.report.build import load_results
+from equibench.report.tables import relative_speed
 
 FOLDS = 3
 # method -> (variant, accuracy offset, mean time per fold in seconds)
@@ -198,6 +200,21 @@ def test_speedup_of_equitabpfn_over_tabpfn_star(report, results_dirs):
         ratio = statistics.mean(star.values()) / statistics.mean(equi.values())
         assert runtime.at[variant, "speedup"] == pytest.approx(ratio)
     assert list(runtime.index) == ["n1", "n4"]
+
+
+def test_speed_is_said_as_faster_or_slower_never_a_speed_up_below_one(report):
+    """Issue 64, item 13: EquiTabPFN at 3x less time reads "3.00× faster"; 4.2x more, "4.20× slower"."""
+    assert [relative_speed(value) for value in (3.0, 1 / 4.2, 1.0, 0.999, float("nan"))] == [
+        "3.00× faster", "4.20× slower", "as fast (1.00×)", "as fast (1.00×)", "n/a"]
+    text = report.read_text()
+    runtime = text.split("### Runtime: EquiTabPFN vs TabPFN", 1)[1].split("###", 1)[0]
+    assert "| variant | folds | EquiTabPFN (s) | TabPFN\\* (s) | EquiTabPFN vs TabPFN\\* |" in runtime
+    assert "× faster |" in runtime and "speed-up" not in runtime
+    bars = pd.read_csv(report.parent / "tables" / "gt10_ensembles_auc_ratio_speedup.csv", index_col="entry")
+    shown = (report.parent / "tables" / "gt10_ensembles_auc_ratio_speedup.md").read_text()
+    for entry, speedup in bars["speedup"].items():
+        assert relative_speed(speedup) in shown
+    assert "committed" not in text  # a user's own results are stored, not committed
 
 
 def test_critical_difference_diagram_needs_five_paired_cells(report):
@@ -388,7 +405,7 @@ def test_a_report_written_inside_a_results_folder_never_makes_it_look_damaged(tm
     assert len(load_results([results])[0]) == 6
 
 
-def test_a_suite_with_local_contexts_gets_accuracy_against_predict_time(tmp_path):
+def test_a_suite_with_local_contexts_gets_accuracy_against_fit_and_predict_time(tmp_path, monkeypatch):
     rng = np.random.default_rng(1)
     entries = [("knn", "default", 0.0, 0.02), ("equitabpfn", "n1", 0.08, 0.3), ("equitabpfn", "n1-subsample", 0.03, 0.6)]
     rows = _suite_rows("large", ["6", "7592"], rng, entries)
@@ -397,13 +414,22 @@ def test_a_suite_with_local_contexts_gets_accuracy_against_predict_time(tmp_path
             local = row["variant"] == "n1"
             row.update(context="local" if local else "subsample", context_groups=8 if local else 1,
                        context_rows=250.0 if local else 3000.0, context_classes=4.5 if local else 12.0)
+    drawn = []
+    monkeypatch.setattr(figures, "save_figure", lambda figure, stem, **kw: drawn.append(figure) or save_figure(figure, stem, **kw))
     out = build_report([_write_results(tmp_path / "large", rows)], tmp_path / "report")
     report = out.read_text()
-    assert "### Tables past the context: accuracy vs predict time" in report
+    assert "### Tables past the context: accuracy vs time" in report
+    # issue 64, item 17: XGBoost's time is in its fit, a PFN's in its predict: both panels, both columns
+    panels = next(figure for figure in drawn if figure.get_suptitle() == "large: accuracy vs time").axes
+    assert [axes.get_xlabel() for axes in panels] == ["mean fit + predict time per 1,000 test rows (s, log scale)",
+                                                      "mean predict time per 1,000 test rows (s, log scale)"]
+    assert "| fit + predict s / 1,000 rows | predict s / 1,000 rows |" in report
     assert (tmp_path / "report" / "figures" / "large_contexts_accuracy_vs_time.png").is_file()
     table = pd.read_csv(tmp_path / "report" / "tables" / "large_contexts.csv")
     local = table.set_index("entry").loc["EquiTabPFN (n1)"]
     assert local["context_rows"] == 250 and local["context_groups"] == 8 and local["tasks"] == 2
     predicted = [1000 * r["time_predict_s"] / r["n_test"] for r in rows if r["variant"] == "n1"]
     assert local["predict_s_per_1k"] == pytest.approx(statistics.mean(predicted))
+    spent = [1000 * (r["time_fit_s"] + r["time_predict_s"]) / r["n_test"] for r in rows if r["variant"] == "n1"]
+    assert local["fit_predict_s_per_1k"] == pytest.approx(statistics.mean(spent))
     assert math.isnan(table.set_index("entry").loc["KNN", "context_rows"])

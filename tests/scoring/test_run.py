@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from rich.console import Console
+from shared_cache import SHARED_CACHE, needs_shared_cache
 from sklearn.datasets import load_iris, load_wine
 
 from equibench.errors import CheckpointError, InvalidInputError
 from equibench.scoring import load_tasks, score_checkpoint
 
-# The shared read-only cache beside the checkout, or wherever EQUIBENCH_TEST_OPENML_CACHE points.
-SHARED_CACHE = Path(
-    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[3] / "shared" / "data" / "openml-cache")
-)
-needs_cache = pytest.mark.skipif(not (SHARED_CACHE / "org").is_dir(), reason="the shared OpenML cache is not present")
+needs_cache = needs_shared_cache("59", "7")
 
 
 def _subset(loader, per_class: int, threads: list | None = None):
@@ -58,7 +53,8 @@ def test_a_checkpoint_is_scored_on_its_own_threads(checkpoint, request, monkeypa
     assert card.sha256 == hashlib.sha256(path.read_bytes()).hexdigest() and card.checkpoint == str(path)
     assert card.date and card.machine and card.seconds > 0 and card.command is None
     lines = stream.getvalue().splitlines()  # not a terminal: a plain line per fold
-    assert "score iris fold 0: 0/10 done" in lines[0] and any("10/10 done" in line for line in lines)
+    assert lines[0] == "score: 0/10 done, elapsed 0:00:00, ETA ?"  # at the start
+    assert "score iris fold 0: 0/10 done" in lines[1] and any("10/10 done" in line for line in lines)
     # the frame's numbers are the table's
     lr = card.scores[(card.scores.task == "iris") & (card.scores.method == "LogisticRegression")].accuracy.mean()
     assert card.bundled_table().loc["iris", "LogisticRegression"] == pytest.approx(lr)

@@ -6,11 +6,11 @@ copies are made from those scorecards."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_cache import SHARED_CACHE, needs_shared_cache
 from sklearn.datasets import load_iris, load_wine
 
 from equibench.cli.reporting import info_data
@@ -21,9 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 QUALITY = ROOT / "results" / "pretraining" / "quality"
 SHIPPED_TABLE = QUALITY / "step-71316-deeper-6.csv"
 SHIPPED_REPORT = QUALITY / "step-71316-deeper-6.md"
-SHARED_CACHE = Path(
-    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", ROOT.parent / "shared" / "data" / "openml-cache")
-)
 
 
 def test_each_packaged_checkpoint_carries_its_scorecard():
@@ -54,7 +51,7 @@ def test_the_packaged_checkpoint_scores_the_committed_bundled_accuracies():
         assert round(100 * bundled.loc[name, "EquiTabPFN"], 1) == accuracy
 
 
-@pytest.mark.skipif(not (SHARED_CACHE / "org").is_dir(), reason="the shared OpenML cache is not present")
+@needs_shared_cache("4", "59")
 def test_the_packaged_checkpoint_scores_the_committed_openml_folds():
     tasks, folds = ["4", "59"], (0, 1)  # labor and iris, against KNN
     card = score_checkpoint("equitabpfn-small", SHARED_CACHE, folds=folds, datasets={}, task_ids=tasks)

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from openml_server import Fault, OpenMLServer, fixture_task, tasks_from_cache
 from rich.console import Console
+from shared_cache import SHARED_CACHE, needs_shared_cache
 from typer.testing import CliRunner
 
 from equibench.cli import app
@@ -27,9 +28,6 @@ from equibench.tasks.cache_manifest import MANIFEST
 from equibench.tasks.download import PARTIAL_DIR, DownloadOptions, download_tasks
 
 DATA = Path(__file__).parents[1] / "data"
-SHARED_CACHE = Path(
-    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[3] / "shared" / "data" / "openml-cache")
-)
 TASKS = [fixture_task(101, 201, n_rows=120, n_classes=3, seed=0), fixture_task(102, 202, n_rows=150, n_classes=4, seed=1),
          fixture_task(103, 203, n_rows=90, n_classes=2, seed=2)]
 TASK_IDS = [str(task.task_id) for task in TASKS]
@@ -201,6 +199,27 @@ def test_the_timeout_and_the_5xx_errors_apply_to_openmls_sessions_only(tmp_path)
         assert _api_calls.requests is requests and not any(server.faults.values())
 
 
+def test_openmls_settings_are_restored_after_a_download_that_raises(tmp_path, monkeypatch):
+    """The server, key, retries, cache folder, parquet setting and requests of openml are as they
+    were after the download, also when it raised."""
+    import openml
+    import requests
+    from openml import _api_calls
+
+    config = openml.config
+    monkeypatch.setenv("OPENML_SKIP_PARQUET", "no")
+    before = (config.server, config.apikey, config.connection_n_retries, config.show_progress,
+              config.get_config_as_dict()["cachedir"])
+    with pytest.raises(KeyboardInterrupt):
+        with download_module._openml_session(tmp_path, DownloadOptions(server="http://127.0.0.1:9/api/v1/xml")):
+            assert (config.server, config.apikey, config.connection_n_retries) == ("http://127.0.0.1:9/api/v1/xml", "", 1)
+            assert os.environ["OPENML_SKIP_PARQUET"] == "true" and _api_calls.requests is not requests
+            raise KeyboardInterrupt
+    assert (config.server, config.apikey, config.connection_n_retries, config.show_progress,
+            config.get_config_as_dict()["cachedir"]) == before
+    assert os.environ["OPENML_SKIP_PARQUET"] == "no" and _api_calls.requests is requests
+
+
 def test_unknown_and_unsupported_tasks_fail_at_once_without_retries(tmp_path, monkeypatch):
     monkeypatch.setattr(download_module, "sleep", lambda s: pytest.fail("a permanent error is not retried"))
     documents = _documents()
@@ -320,7 +339,7 @@ def test_evaluate_names_the_tasks_its_cache_lacks_before_any_cell_runs(tmp_path,
     assert f"equibench download --cache {cache} --tasks 102" in text
 
 
-@pytest.mark.skipif(not SHARED_CACHE.is_dir(), reason="the shared OpenML cache is not present")
+@needs_shared_cache("59", "3022")
 def test_tasks_served_from_the_shared_cache_download_identically(tmp_path):
     documents = tasks_from_cache(SHARED_CACHE, [59, 3022])  # iris; vowel (an ignored attribute)
     with OpenMLServer(documents) as server:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,15 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from shared_cache import SHARED_CACHE, needs_shared_cache
 
 from equibench.tasks.openml import TaskUnavailableError, load_cached_tasks, load_task, working_cache
 from equibench.tasks.task import Task
 
-# The shared read-only cache beside the checkout, or wherever EQUIBENCH_TEST_OPENML_CACHE points.
-SHARED_CACHE = Path(
-    os.environ.get("EQUIBENCH_TEST_OPENML_CACHE", Path(__file__).resolve().parents[3] / "shared" / "data" / "openml-cache")
-)
-needs_cache = pytest.mark.skipif(not SHARED_CACHE.is_dir(), reason="the shared OpenML cache is not present")
+needs_cache = needs_shared_cache("59", "11", "7")
 
 
 def _task(n_rows=50, n_folds=10):
