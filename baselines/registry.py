@@ -31,6 +31,7 @@ from .settings import (
     STGSettings,
     TabICLSettings,
     TabNetSettings,
+    TabPFNSettings,
     TabPFNStarSettings,
     TabPFNv1Settings,
     TabPFNv2Settings,
@@ -111,6 +112,11 @@ def _tabpfn_v2():
     return TabPFNv2Method
 
 
+def _tabpfn():
+    from .tabpfn_external import TabPFNMethod
+    return TabPFNMethod
+
+
 def _tabicl():
     from .tabicl import TabICLMethod
     return TabICLMethod
@@ -181,6 +187,7 @@ METHODS: dict[str, MethodSpec] = {
                    _equitabpfn_official, cost=4000),
         MethodSpec("tabpfn-v1", "TabPFNv1" + ECOC_NOTE, TabPFNv1Settings, _tabpfn_v1, cost=50),
         MethodSpec("tabpfn-v2", "TabPFNv2" + ECOC_NOTE, TabPFNv2Settings, _tabpfn_v2, cost=50),
+        MethodSpec("tabpfn", "TabPFN (your checkpoint)" + ECOC_NOTE, TabPFNSettings, _tabpfn, cost=50),
         MethodSpec("tabicl", "TabICL", TabICLSettings, _tabicl, cost=170),  # assumed like EquiTabPFN
         MethodSpec("xgboost", "XGBoost", XGBoostSettings, _xgboost, cost=100),
         MethodSpec("random-forest", "RandomForest", RandomForestSettings, _random_forest, cost=70),

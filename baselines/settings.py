@@ -6,8 +6,7 @@ resolve and check their checkpoint once (``Method.prepare``), and the ensemble m
 settings per ensemble size (``variants``). A cell's ``variant`` (the last part of its stored
 name) is derived from its settings: ``EnsembleSettings(n_estimators=4).variant == "n4"``.
 
-Only the standard library is imported here: `equibench methods` lists the registry without
-numpy or torch.
+Only the standard library is imported here: `equibench methods` lists the registry without numpy or torch.
 """
 
 from __future__ import annotations
@@ -201,9 +200,8 @@ class PFNSettings(EnsembleSettings):
                 for context in self.contexts for size in ensembles]
 
     def fingerprint(self) -> dict:
-        # The classifier's default feature transforms shape the numbers too. Its categorical
-        # encodings do not: TabZilla's preprocessing hands it numeric columns only. The
-        # context rules above the cap (each variant names its strategy).
+        # The classifier's default feature transforms shape the numbers too, its categorical encodings not
+        # (TabZilla's preprocessing hands it numeric columns only); the context rules (each variant names one).
         from ..classifier.checkpoints import checkpoint_sha256
         from ..classifier.local_contexts import LOCAL_CLUSTER_SIZE, LOCAL_MAX_ROWS, LOCAL_NEIGHBORS
         from ..preprocessing import CONTEXT_CLASS_FLOOR, FEATURE_TRANSFORMS
@@ -216,17 +214,17 @@ class PFNSettings(EnsembleSettings):
     def work(self, n_train: float) -> float:
         return min(n_train, self.max_train_rows) * self.n_estimators
 
-
-@dataclass(frozen=True)
-class EquiTabPFNSettings(PFNSettings):
-    method = "equitabpfn"
-    user_weights = UserWeights("an EquiTabPFN checkpoint file, by default the packaged one (`default`)")
-
     @classmethod
     def from_options(cls, options: MethodOptions) -> Settings:
         checkpoint = cls.given_weights(options)
         return cls(checkpoint="default" if checkpoint is None else checkpoint, max_train_rows=options.max_train_rows,
                    device=options.device, contexts=tuple(options.contexts))
+
+
+@dataclass(frozen=True)
+class EquiTabPFNSettings(PFNSettings):
+    method = "equitabpfn"
+    user_weights = UserWeights("an EquiTabPFN checkpoint file, by default the packaged one (`default`)")
 
 
 @dataclass(frozen=True)
@@ -234,17 +232,10 @@ class TabPFNStarSettings(PFNSettings):
     method = "tabpfn-star"
     user_weights = UserWeights("a TabPFN* checkpoint file, by default the packaged one (`default`)")
 
-    @classmethod
-    def from_options(cls, options: MethodOptions) -> Settings:
-        checkpoint = cls.given_weights(options)
-        return cls(checkpoint="default" if checkpoint is None else checkpoint, max_train_rows=options.max_train_rows,
-                   device=options.device, contexts=tuple(options.contexts))
-
 
 @dataclass(frozen=True)
 class UserWeightsSettings(EnsembleSettings):
-    """A pretrained model whose weights only the user supplies (never downloaded): without
-    them its cells are skipped."""
+    """A pretrained model whose weights only the user supplies (never downloaded), else skipped."""
 
 
 _TABPFN_ENV = "EQUIBENCH_TABPFN_WEIGHTS"  # TabPFN v1's and v2's: one folder may hold both
@@ -252,8 +243,8 @@ _TABPFN_ENV = "EQUIBENCH_TABPFN_WEIGHTS"  # TabPFN v1's and v2's: one folder may
 
 @dataclass(frozen=True)
 class ExternalTabPFNSettings(UserWeightsSettings):
-    """TabPFN v1/v2: the folder of the user's weights (None: the cells are skipped), each
-    version's own: that of ``method``, its registry name."""
+    """TabPFN through the tabpfn package: the user's weights (None: skipped), a folder for v1/v2
+    (each version's own: that of ``method``), a checkpoint file of any version for ``tabpfn``."""
 
     tabpfn_weights: str | None = None
     device: str = "cpu"
@@ -279,6 +270,15 @@ class TabPFNv2Settings(ExternalTabPFNSettings):
     method = "tabpfn-v2"
     requires = Requirement("tabpfn", "tabpfn>=2")
     user_weights = UserWeights("a folder with the TabPFN v2 weights (tabpfn-v2-classifier*.ckpt)", "DIR", _TABPFN_ENV)
+
+
+@dataclass(frozen=True)
+class TabPFNSettings(ExternalTabPFNSettings):
+    method = "tabpfn"  # a classifier checkpoint of any version the installed tabpfn reads (v2, v2.5, v3, ...)
+    requires = Requirement("tabpfn", "tabpfn>=2")
+    user_weights = UserWeights("a TabPFN classifier checkpoint file of a version the installed tabpfn reads, .ckpt "
+                               "or .safetensors (e.g. tabpfn-v2.5-classifier-v2.5_default.ckpt)",
+                               env="EQUIBENCH_TABPFN_CHECKPOINT")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ size = ECOC redundancy, as for TabPFN*).
 Weights looked up in DIR:
     v1: DIR/models_diff/prior_diff_real_checkpoint_n_0_epoch_42.cpkt  (``pip install "tabpfn<2"``)
     v2: DIR/tabpfn-v2-classifier*.ckpt or *.cpkt                       (``pip install "tabpfn>=2"``)
-One folder may hold both.
+One folder may hold both. The ``tabpfn`` method takes one classifier checkpoint FILE of any
+version the installed package reads (v2, v2.5, v2.6, v3, v3.5 for tabpfn 9.2; .ckpt or
+.safetensors) and records the version its network is (``tabpfn_version``) in each cell.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from __future__ import annotations
 from abc import abstractmethod
 from pathlib import Path
 
-from ..classifier.ecoc import ecoc_beyond
+from ..classifier.ecoc import ECOCClassifier, ecoc_beyond
 from ..errors import MethodUnavailableError
 from .base import Method, optional_import
-from .settings import ExternalTabPFNSettings, TabPFNv1Settings, TabPFNv2Settings
+from .settings import ExternalTabPFNSettings, TabPFNSettings, TabPFNv1Settings, TabPFNv2Settings
 
-#: The classes TabPFN v1 and v2 output (the packages' own limit, not a checkpoint's).
+#: The classes TabPFN v1 and v2 output (the packages' own limit, not a checkpoint's); kept for the newer versions.
 MAX_CLASSES = 10
 V1_WEIGHTS = Path("models_diff") / "prior_diff_real_checkpoint_n_0_epoch_42.cpkt"
 
@@ -96,3 +98,28 @@ class TabPFNv2Method(_ExternalTabPFN):
             model_path=str(weights), device=self.settings.device, n_estimators=n_estimators,
             random_state=self.seed, ignore_pretraining_limits=True,
         )
+
+
+def _model_version(network) -> str:
+    """The version of a fitted TabPFNClassifier's network, as tabpfn names it ("v2", "v2.5", ...):
+    from its architecture's module (tabpfn.architectures.tabpfn_v2_5 -> "v2.5")."""
+    module = type(network.models_[0]).__module__.rsplit(".", 1)[-1]
+    return module.removeprefix("tabpfn_").replace("_", ".")
+
+
+class TabPFNMethod(TabPFNv2Method):
+    name = "tabpfn"
+    settings: TabPFNSettings
+
+    def _weights(self) -> Path:
+        path = self.settings.tabpfn_weights
+        if not path:
+            raise MethodUnavailableError(self.settings.no_weights())
+        if not Path(path).is_file():
+            raise MethodUnavailableError(f"no weights: the {self.name} checkpoint {str(path)!r} is not a file")
+        return Path(path)
+
+    def provenance(self) -> dict:
+        """Also the version of the checkpoint's network (of the first ECOC member beyond 10 classes)."""
+        network = self.model_.estimators_[0] if isinstance(self.model_, ECOCClassifier) else self.model_
+        return {**super().provenance(), "tabpfn_version": _model_version(network)}

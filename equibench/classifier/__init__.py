@@ -118,23 +118,23 @@ class EquiTabPFNClassifier(PFNClassifier):
         ``local_cluster_size`` rows a cluster) and each cluster's context is the union of its
         rows' ``local_neighbors`` nearest training rows (Euclidean on the standardised encoded
         columns), nearest first, at most ``local_max_rows``; each test row is served by the
-        context of its nearest cluster centroid, and each member's feature transform is fitted
-        on that context. A context holds only some classes: the others get probability 0 for
-        its rows (EquiTabPFN: exact by equivariance; TabPFN*: error-correcting output codes
-        within a context past its class limit). A row's prediction depends only on the fitted
-        classifier and that row, never on the rows predicted with it. "auto": "local" above
-        ``max_train_rows`` training rows (unless ``ignore_pretraining_limits``), "subsample" up
-        to it, where it changes nothing. docs/EVALUATE.md says when local contexts pay and what
-        they cost.
+        context of the cluster of its nearest training row, and each member's feature
+        transform is fitted on that context. A context holds only some classes: the others
+        get probability 0 for its rows (EquiTabPFN: exact by equivariance; TabPFN*:
+        error-correcting output codes within a context past its class limit). A row's
+        prediction depends only on the fitted classifier and that row, never on the rows
+        predicted with it. "auto": "local" above ``max_train_rows`` training rows (unless
+        ``ignore_pretraining_limits``), "subsample" up to it, where it changes nothing.
+        docs/EVALUATE.md says when local contexts pay and what they cost.
     local_neighbors : int, default=20
         With local contexts: the nearest training rows each training row of a cluster brings to
         the cluster's context.
     local_cluster_size : int, default=125
         With local contexts: the training rows per cluster; smaller clusters are more local and
         cost more (more contexts to run).
-    local_max_rows : int, default=1000
-        With local contexts: the most rows of a context (about the pretraining length); the
-        nearest are kept.
+    local_max_rows : int, default=500
+        With local contexts: the most rows of a context (the pretraining datasets had at most
+        1,024); the nearest are kept.
 
     Attributes
     ----------

@@ -1,6 +1,6 @@
 """Local contexts, for tables past the context cap: the training rows clustered at fit, each
 cluster's context the union of its rows' nearest training rows, each test row served by the
-context of its nearest cluster (see :mod:`.neighbours`).
+context of the cluster of its nearest training row (see :mod:`.neighbours`).
 
 A context holds only some of the classes. EquiTabPFN runs on those classes alone and gives the
 others probability 0: by its equivariance this is exactly the network on the local rows with
@@ -14,14 +14,14 @@ import numpy as np
 
 from ..preprocessing import stratified_subsample
 from .contexts import ContextStrategy
-from .neighbours import NeighbourIndex, nearest_clusters, training_clusters
+from .neighbours import NeighbourIndex, clusters_of, training_clusters
 
 #: The defaults of ``local_neighbors`` (nearest training rows each training row brings to its
 #: cluster's context), ``local_cluster_size`` (training rows per cluster) and ``local_max_rows``
 #: (the most rows of a local context), chosen by the ablation of benchmarks/large_tables.py (docs/BENCHMARKS.md).
 LOCAL_NEIGHBORS = 20
 LOCAL_CLUSTER_SIZE = 125
-LOCAL_MAX_ROWS = 1000
+LOCAL_MAX_ROWS = 500
 
 
 def uses_local_context(context: str, n_train: int, max_train_rows: int, ignore_pretraining_limits: bool = False) -> bool:
@@ -44,16 +44,17 @@ class LocalContexts(ContextStrategy):
         self.max_rows = max_rows
 
     def _plan(self, values: np.ndarray, labels: np.ndarray) -> list[np.ndarray]:
+        self.assignments = np.zeros(len(labels), dtype=np.int64)  # each training row's cluster
         if values.shape[1] == 0:  # no column varies: nothing is nearer than anything else
-            self.index, self.centroids = None, np.zeros((1, 0), dtype=np.float32)
+            self.index = None
             return [stratified_subsample(labels, self.max_rows, np.random.RandomState(self.seed))]
         self.index = NeighbourIndex().fit(values)
-        self.centroids, contexts = training_clusters(self.index, self.n_neighbors, self.cluster_size, self.max_rows,
-                                                     self.seed)
+        self.assignments, contexts = training_clusters(self.index, self.n_neighbors, self.cluster_size, self.max_rows,
+                                                       self.seed)
         return contexts
 
     def route(self, values: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        return nearest_clusters(self.index, values, self.centroids)
+        return clusters_of(self.index, values, self.assignments)
 
     def _describe(self) -> str:
         return f"{len(self.contexts)} local contexts of {np.mean([len(c) for c in self.contexts]):.0f} rows on average"
@@ -71,10 +72,10 @@ class LocalContexts(ContextStrategy):
             self.index.restore(self.values)
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        return {**super().state_arrays(), "centroids": self.centroids,
+        return {**super().state_arrays(), "assignments": self.assignments,
                 "context_rows": np.concatenate(self.contexts), "context_sizes": np.asarray([len(c) for c in self.contexts])}
 
     def _restore_contexts(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
-        self.centroids = arrays["centroids"]
+        self.assignments = arrays["assignments"]
         self.index = NeighbourIndex().fit(self.values) if self.values.shape[1] else None
         return np.split(arrays["context_rows"], np.cumsum(arrays["context_sizes"])[:-1])

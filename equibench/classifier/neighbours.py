@@ -5,8 +5,9 @@ A fitted :class:`NeighbourIndex` holds the training rows in a distance space (th
 columns standardised) and a scikit-learn ``NearestNeighbors`` index over them (exact, brute
 force). :func:`training_clusters` groups the training rows by k-means into clusters of about
 ``cluster_size`` rows; a cluster's context is the union of its rows' ``n_neighbors`` nearest
-training rows, nearest first, at most ``max_rows``. :func:`nearest_clusters` routes each test row
-to the cluster of the nearest centroid: a row's context depends on that row alone.
+training rows, nearest first, at most ``max_rows``. :func:`clusters_of` routes each test row to
+the cluster of its nearest training row (whose own nearest rows are therefore in its context):
+a row's context depends on that row alone.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 from sklearn import config_context
 from sklearn.cluster import MiniBatchKMeans
-from sklearn.metrics import pairwise_distances_argmin
 from sklearn.neighbors import NearestNeighbors
 
 #: The neighbour search computes distances in blocks of at most this many MB (scikit-learn's
@@ -84,29 +84,27 @@ def training_clusters(index: NeighbourIndex, n_neighbors: int, cluster_size: int
                       seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """The training rows clustered by k-means (seeded) into groups of about ``cluster_size`` rows,
     and each cluster's context: the union of its rows' ``n_neighbors`` nearest training rows
-    (at most ``max_rows``). Returns the centroids (G, F) and the contexts."""
+    (at most ``max_rows``). Returns each training row's cluster (N,) and the contexts of the
+    clusters that have rows."""
     points = index.points_
     n_clusters = -(-len(points) // cluster_size)
     if n_clusters <= 1:
-        labels, centroids = np.zeros(len(points), dtype=np.int64), points.mean(axis=0, keepdims=True)
+        labels = np.zeros(len(points), dtype=np.int64)
     else:
-        kmeans = MiniBatchKMeans(n_clusters, n_init=1, batch_size=4096, random_state=seed).fit(points)
-        labels, centroids = kmeans.labels_, kmeans.cluster_centers_.astype(np.float32)
+        labels = MiniBatchKMeans(n_clusters, n_init=1, batch_size=4096, random_state=seed).fit(points).labels_
+    _, labels = np.unique(labels, return_inverse=True)  # the clusters that have rows, numbered 0..G-1
     distances, indices = index.neighbours(points, n_neighbors)  # (N, k) each
-    contexts = []
-    for cluster in range(len(centroids)):
-        members = np.flatnonzero(labels == cluster)
-        if len(members) == 0:  # an empty cluster: its centroid's own neighbours
-            contexts.append(union_context(*index.neighbours(centroids[cluster : cluster + 1], n_neighbors), max_rows))
-        else:
-            contexts.append(union_context(distances[members], indices[members], max_rows))
-    return centroids, contexts
+    order = np.argsort(labels, kind="stable")
+    members = np.split(order, np.cumsum(np.bincount(labels))[:-1])
+    return labels.astype(np.int64), [union_context(distances[rows], indices[rows], max_rows) for rows in members]
 
 
-def nearest_clusters(index: NeighbourIndex, values: np.ndarray, centroids: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """The test rows ``values`` (m, F encoded) by nearest centroid: (cluster, its rows) for each
-    cluster that serves rows."""
-    if len(centroids) == 1:
+def clusters_of(index: NeighbourIndex, values: np.ndarray, assignments: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The test rows ``values`` (m, F encoded) by the cluster of their nearest training row
+    (``assignments``: each training row's cluster): (cluster, its rows) for each cluster that
+    serves rows."""
+    if assignments.max(initial=0) == 0:
         return [(0, np.arange(len(values)))]
-    nearest = pairwise_distances_argmin(index.transform(values), centroids)
-    return [(int(cluster), np.flatnonzero(nearest == cluster)) for cluster in np.unique(nearest)]
+    _, nearest = index.neighbours(index.transform(values), 1)  # (m, 1)
+    clusters = assignments[nearest[:, 0]]
+    return [(int(cluster), np.flatnonzero(clusters == cluster)) for cluster in np.unique(clusters)]

@@ -66,7 +66,8 @@ def test_the_options_give_each_method_its_settings(monkeypatch):
 
 
 def test_weights_fall_back_to_each_methods_environment_variable(monkeypatch):
-    for name in ("EQUIBENCH_TABPFN_WEIGHTS", "EQUIBENCH_TABICL_CHECKPOINT", "EQUIBENCH_OFFICIAL_CHECKPOINT"):
+    for name in ("EQUIBENCH_TABPFN_WEIGHTS", "EQUIBENCH_TABPFN_CHECKPOINT", "EQUIBENCH_TABICL_CHECKPOINT",
+                 "EQUIBENCH_OFFICIAL_CHECKPOINT"):
         monkeypatch.delenv(name, raising=False)
     declared = [method_spec(name).settings for name in weights_methods()]
     assert all(settings.given_weights(MethodOptions()) is None for settings in declared)
@@ -74,7 +75,7 @@ def test_weights_fall_back_to_each_methods_environment_variable(monkeypatch):
     monkeypatch.setenv("EQUIBENCH_OFFICIAL_CHECKPOINT", "")  # set but empty: none
     options = MethodOptions(weights={"tabpfn-v1": Path("/v1")})
     assert options.weights == {"tabpfn-v1": "/v1"}  # paths kept as strings
-    assert [settings.given_weights(options) for settings in declared] == [None, None, None, "/v1", None, "/env.ckpt"]
+    assert [settings.given_weights(options) for settings in declared] == [None, None, None, "/v1", None, None, "/env.ckpt"]
     assert TabICLSettings.given_weights(MethodOptions(weights={"tabicl": "/given.ckpt"})) == "/given.ckpt"
 
 

@@ -21,7 +21,8 @@ from equibench.cli.options import weights_map
 from equibench.errors import InvalidInputError, MethodUnavailableError
 from equibench.evaluate import EvaluateConfig
 
-TAKERS = "the methods that take weights: equitabpfn, tabpfn-star, equitabpfn-official, tabpfn-v1, tabpfn-v2, tabicl"
+TAKERS = ("the methods that take weights: equitabpfn, tabpfn-star, equitabpfn-official, tabpfn-v1, tabpfn-v2, tabpfn, "
+          "tabicl")
 DEMO = ["--suite", "demo", "--folds", "0", "--jobs", "1", "--no-progress"]
 
 
