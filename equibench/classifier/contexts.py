@@ -260,8 +260,8 @@ class ContextStrategy:
     def embeddings(self, runner: NetworkRunner, values: np.ndarray) -> np.ndarray:
         """The decoder's inputs per member; only where every row shares one context with every class."""
         raise InvalidInputError(
-            "get_embeddings needs one context for every row, but this classifier uses local contexts (each group of "
-            "test rows has its own classes): fit it with context='subsample' to get embeddings"
+            "get_embeddings needs one context for every row, but this classifier uses local contexts (each with its "
+            "own classes): fit it with context='subsample' to get embeddings"
         )
 
     # -- what it holds and costs -------------------------------------------------------------
@@ -291,8 +291,8 @@ class ContextStrategy:
         return total, building, self._describe()
 
     def _describe(self) -> str:
-        sizes = [len(rows) for rows in self.contexts]
-        return f"{len(sizes)} contexts of {np.mean(sizes):.0f} rows on average"
+        """The contexts in a few words, for the memory check's message."""
+        raise NotImplementedError
 
     def to(self, device: torch.device) -> None:
         """Move the kept keys and values to ``device``."""
