@@ -29,8 +29,8 @@ from .local_contexts import LOCAL_CLUSTER_SIZE, LOCAL_MAX_ROWS, LOCAL_NEIGHBORS,
 from .network_runs import CACHE_PRECISIONS, NetworkRunner
 from .official_preprocessing import OFFICIAL_MEMBER
 
-#: ``fit_mode``: "low_memory" runs the whole network per test batch; "fit_with_cache"
-#: runs the train side once at fit and keeps its keys/values for every later predict;
+#: ``fit_mode``: "low_memory" runs the whole network per test batch; "fit_with_cache" keeps
+#: each context's keys/values once computed, for every later predict (the same predictions);
 #: "fit_preprocessors" is TabPFN's name for what "low_memory" does.
 FIT_MODES = ("low_memory", "fit_with_cache", "fit_preprocessors")
 
@@ -205,11 +205,10 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
     def _runner(self) -> NetworkRunner:
         return NetworkRunner(self.model_, self.device_, self.inference_precision_, self.batch_size_)
 
-    def _cache_storage_dtype(self) -> torch.dtype:
-        """The cache's dtype: ``cache_precision``'s, else the inference dtype (an upper bound under autocast)."""
-        if self.cache_precision != "auto":
-            return getattr(torch, self.cache_precision)
-        return resolve_precision(self.inference_precision, self.device_)[0]
+    def _cache_storage_dtype(self, strategy: ContextStrategy) -> torch.dtype:
+        """The cache's dtype as fitted: ``cache_precision``'s, else the inference dtype (an upper
+        bound under autocast)."""
+        return strategy.cache_dtype or resolve_precision(self.inference_precision_, self.device_)[0]
 
     def estimate_cache_bytes(self) -> int:
         """The bytes ``fit_mode="fit_with_cache"`` keeps once every context is encoded, whatever the
@@ -218,20 +217,21 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
         TabPFN*), in the cache's dtype. fit checks it against ``cache_memory_limit_gb``. With
         local contexts, the sum over every cluster's context (a predict encodes those it reaches)."""
         check_is_fitted(self)
-        return self.strategy_.cache_plan(self.model_)[0] * self._cache_storage_dtype().itemsize
+        return self.strategy_.cache_plan(self.model_)[0] * self._cache_storage_dtype(self.strategy_).itemsize
 
     def _check_cache_memory(self, strategy: ContextStrategy) -> None:
         """Refuse a fit_with_cache cache whose fit's peak (the cache in its dtype and the working
         memory of encoding its largest context) is above ``cache_memory_limit_gb``."""
         limit = self.cache_memory_limit_gb
         numel, building_numel, what = strategy.cache_plan(self.model_)
-        size = numel * self._cache_storage_dtype().itemsize
-        building = building_numel * resolve_precision(self.inference_precision, self.device_)[0].itemsize
+        stored = self._cache_storage_dtype(strategy)
+        size = numel * stored.itemsize
+        building = building_numel * resolve_precision(self.inference_precision_, self.device_)[0].itemsize
         if limit is None or size + building <= limit * 1e9:
             return
-        dtype = str(self._cache_storage_dtype()).removeprefix("torch.")
+        dtype = str(stored).removeprefix("torch.")
         options = ["fit_mode='low_memory' (the same predictions without a cache)"]
-        if self._cache_storage_dtype().itemsize > 2:
+        if stored.itemsize > 2:
             options.append("cache_precision='float16' (half the memory)")
         options.append(f"fewer n_estimators or {'a smaller local_max_rows' if strategy.name == 'local' else 'max_train_rows'}")
         raise InvalidInputError(
@@ -345,7 +345,7 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
         referenced by name (packaged) or path, with its sha256. Load with
         :meth:`load_from_fit_state`."""
         check_is_fitted(self)
-        if self.preprocessing == "official":
+        if self.strategy_.official:
             raise InvalidInputError("save_fit_state does not store preprocessing='official'; pickle the classifier "
                                     "(pickle or joblib) instead")
         return save_fit_state(self, path)
