@@ -34,23 +34,35 @@ def quiet_predictions():
 def predict_progress(n_rows: int):
     """Yields ``advance(rows)``, to call as test rows are done; shows the progress from the
     moment the predict is projected (elapsed x rows / rows done) to last over PROGRESS_AFTER_S."""
-    started, done, shown = time.monotonic(), 0, {}
+    pace = _Pace(n_rows)
+    shown = {}
 
     def advance(rows: int) -> None:
-        nonlocal done
-        done += rows
+        pace.done += rows
         if "bar" in shown:
             shown["bar"].advance(shown["task"], rows)
-            return
-        projected = (time.monotonic() - started) * n_rows / max(done, 1)
-        if _shown.get() and done < n_rows and projected > PROGRESS_AFTER_S:
+        elif _shown.get() and pace.done < n_rows and pace.projected_s() > PROGRESS_AFTER_S:
             bar = Progress(TextColumn("predict"), BarColumn(), MofNCompleteColumn(), TextColumn("test rows"),
                            TimeRemainingColumn(), console=Console(stderr=True), transient=True, name="predict")
             bar.start()
-            shown.update(bar=bar, task=bar.add_task("test rows", total=n_rows, completed=done))
+            shown.update(bar=bar, task=bar.add_task("test rows", total=n_rows, completed=pace.done, work=pace))
 
     try:
         yield advance
     finally:
         if "bar" in shown:
             shown["bar"].stop()
+
+
+class _Pace:
+    """A predict's rows done, and its time left at the pace since it started (the progress
+    task's ``work``, so that the ETA counts the time before the progress was shown)."""
+
+    def __init__(self, n_rows: int):
+        self.n_rows, self.done, self.started = n_rows, 0, time.monotonic()
+
+    def projected_s(self) -> float:
+        return (time.monotonic() - self.started) * self.n_rows / max(self.done, 1)
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.projected_s() - (time.monotonic() - self.started))
