@@ -91,16 +91,17 @@ class Method(ABC):
         file), beside its settings; none by default."""
         return {}
 
-    def context_summary(self, X: np.ndarray) -> dict:
+    def context_summary(self) -> dict:
         """For a method whose fitted ``model_`` is an equibench PFN classifier (an ECOC ensemble:
-        its first), how its contexts served the test rows X: ``context`` (the strategy used,
-        "subsample" or "local"), ``context_groups`` and the mean ``context_rows`` and
-        ``context_classes`` per context; none for the other methods."""
+        its first), how its contexts served the rows of its last predict, as its context strategy
+        recorded them: ``context`` (the strategy used, "subsample" or "local"), ``context_groups``
+        and the mean ``context_rows`` and ``context_classes`` per context; none for the other methods."""
         model = getattr(self, "model_", None)
         model = model.estimators_[0] if hasattr(model, "estimators_") else model
-        if len(self.seen_classes_) < 2 or not hasattr(model, "context_summary"):
+        summary = getattr(getattr(model, "strategy_", None), "last_summary", None)
+        if len(self.seen_classes_) < 2 or summary is None:
             return {}
-        return {"context": model.context_, **{f"context_{k}": v for k, v in model.context_summary(X).items()}}
+        return {"context": model.context_, **{f"context_{k}": v for k, v in summary.items()}}
 
     @abstractmethod
     def _fit(self, X: np.ndarray, y: np.ndarray, X_val, y_val, n_seen: int) -> None:

@@ -92,6 +92,7 @@ class ContextStrategy:
         self.official = official
         self.f_max = f_max
         self.contexts: list[np.ndarray] | None = None
+        self.last_summary: dict[str, float] | None = None  # how the last predict's rows were served
 
     # -- fit -------------------------------------------------------------------------------
 
@@ -213,8 +214,10 @@ class ContextStrategy:
         n_rows = values.shape[0]
         result = {"proba": np.zeros((n_rows, self.n_classes)), "log_proba": np.full((n_rows, self.n_classes), -np.inf),
                   "logits": np.full((n_rows, self.n_classes), -np.inf)}
+        routes = self.route(values)
+        self.last_summary = self._summarise(routes)
         with predict_progress(n_rows) as advance:
-            for index, all_rows in self.route(values):
+            for index, all_rows in routes:
                 plan = self.plan_runs(index)
                 for start in range(0, len(all_rows), runner.batch_size):  # a batch at a time, for the progress
                     rows = all_rows[start : start + runner.batch_size]
@@ -270,14 +273,17 @@ class ContextStrategy:
         """How the contexts serve the encoded test rows ``values``, without running the network:
         "groups" (contexts reached), the mean "rows" and "classes" per context reached and, given
         the rows' classes as positions in ``classes_`` (-1: a class unseen at fit),
-        "true_class_absent": the fraction of rows whose class is not in their context."""
-        routes = self.route(values)
+        "true_class_absent": the fraction of rows whose class is not in their context. The last
+        predict's, without ``y``, is ``last_summary``."""
+        return self._summarise(self.route(values), y_codes)
+
+    def _summarise(self, routes: list[tuple[int, np.ndarray]], y_codes: np.ndarray | None = None) -> dict[str, float]:
         present = [np.unique(self.labels[self.contexts[index]]) for index, _ in routes]
         summary = {"groups": len(routes), "rows": float(np.mean([len(self.contexts[i]) for i, _ in routes])),
                    "classes": float(np.mean([len(classes) for classes in present]))}
         if y_codes is not None:
             absent = sum(int((~np.isin(y_codes[rows], classes)).sum()) for (_, rows), classes in zip(routes, present))
-            summary["true_class_absent"] = absent / len(values)
+            summary["true_class_absent"] = absent / sum(len(rows) for _, rows in routes)
         return summary
 
     def cache_plan(self, model) -> tuple[int, int, str]:
