@@ -1,4 +1,7 @@
-"""equibench: pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines."""
+"""equibench: pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines.
+
+The public API is ``__all__`` here and in each subpackage, and the error classes of
+:mod:`equibench.errors` (docs/API.md); every other name is internal."""
 
 from ._lazy import lazy_exports
 from ._version import __version__

@@ -13,7 +13,12 @@ _LAZY = {
     "TooManyClassesError": "tabpfn_star",
 }
 
-__all__ = sorted(_LAZY)
+# The public names (docs/API.md); the others of _LAZY are importable but internal (the
+# error classes' public home is equibench.errors).
+__all__ = [
+    "EquiTabPFN", "ModelCard", "ModelConfig", "SIZES", "TabPFNStar", "TabularPFN", "build_model", "default_checkpoint",
+    "load_checkpoint", "packaged_checkpoints", "save_checkpoint", "size_config",
+]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -15,6 +15,6 @@ from .run import evaluate, evaluate_frame
 from .summary import EvaluateSummary
 
 __all__ = [
-    "CellBackend", "DaskBackend", "EvaluateConfig", "EvaluateSummary", "LocalBackend", "available_cores", "evaluate",
-    "evaluate_frame", "make_backend",
+    "CellBackend", "DaskBackend", "EvaluateConfig", "EvaluateSummary", "LocalBackend", "evaluate", "evaluate_frame",
+    "make_backend",
 ]

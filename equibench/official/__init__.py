@@ -14,4 +14,4 @@ from .conversion import convert_official, official_network
 from .run_config import OfficialArchitecture, read_run_config
 from .unpickle import read_official_state_dict
 
-__all__ = ["OfficialArchitecture", "convert_official", "official_network", "read_official_state_dict", "read_run_config"]
+__all__ = ["convert_official"]  # public (docs/API.md); the other names imported above are internal

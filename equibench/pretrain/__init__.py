@@ -37,7 +37,8 @@ _LAZY = {
     "validation_prior_batches": "validation",
 }
 
-__all__ = sorted([*_LAZY, "NonFiniteLossError"])
+# The public names (docs/API.md); the others of _LAZY are importable but internal.
+__all__ = ["PretrainOutcome", "Recipe", "TrainConfig", "load_recipe", "plot_training_curves", "pretrain", "recipe_names"]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -31,7 +31,8 @@ _LAZY = {
     "draw_batch_seed": "sample", "sample_batch": "sample", "sample_batch_from_seed": "sample",
 }
 
-__all__ = sorted(_LAZY)
+# The public names (docs/API.md); the others of _LAZY are importable but internal.
+__all__ = ["PriorBatch", "PriorConfig", "preview_prior", "sample_batch"]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -13,7 +13,7 @@ packaged checkpoints' scorecards through ``bar`` alone.
 
 from .._lazy import lazy_exports
 
-__all__ = ["Criterion", "Scorecard", "evaluate_criteria", "load_tasks", "reference_model", "score_checkpoint"]
+__all__ = ["Criterion", "Scorecard", "score_checkpoint"]  # public (docs/API.md); the others below are internal
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "Criterion": "bar", "evaluate_criteria": "bar", "reference_model": "references", "Scorecard": "scorecard",

@@ -17,7 +17,11 @@ _LAZY = {
     "DEMO_TASKS": "task", "Task": "task", "demo_task": "task", "stratified_folds": "task",
 }
 
-__all__ = sorted(_LAZY)
+# The public names (docs/API.md); the others of _LAZY are importable but internal.
+__all__ = [
+    "BUILTIN_SUITES", "DownloadOptions", "DownloadSummary", "Suite", "Task", "check_cache", "demo_task",
+    "download_tasks", "load_suite", "load_task",
+]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
