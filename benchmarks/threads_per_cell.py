@@ -21,7 +21,8 @@ from pathlib import Path
 import pandas as pd
 from recording import add_record_flag, publish, section
 
-from equibench.evaluate import EvaluateConfig, LocalBackend, available_cores, evaluate
+from equibench.evaluate import EvaluateConfig, LocalBackend, evaluate
+from equibench.evaluate.backends import available_cores
 from equibench.tables import markdown_table
 
 METHODS = "knn,linear-model,random-forest,xgboost,equitabpfn,tabpfn-star,mlp,rtdl-resnet,rtdl-mlp,stg"

@@ -196,29 +196,12 @@ class EquiTabPFNClassifier(PFNClassifier):
 class TabPFNStarClassifier(PFNClassifier):
     """TabPFN*, the non-equivariant comparison model, as a scikit-learn classifier.
 
-    Same parameters, attributes and preprocessing as :class:`EquiTabPFNClassifier`, except
-    that ``checkpoint="default"`` is the packaged TabPFN* checkpoint; ensemble members
-    additionally rotate the class ids (the model is not equivariant, so this averages over
-    class orders). At most the checkpoint's ``max_classes`` classes (10 for the packaged
-    one): :func:`classifier_for` wraps it in ECOC beyond that.
-
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-        The class labels seen at fit, sorted; the columns of ``predict_proba``.
-    n_features_in_ : int
-        Number of columns of X at fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Column names of X at fit, when X was a data frame with string column names.
-    model_ : torch.nn.Module
-        This estimator's own copy of the network.
-    checkpoint_reference_ : dict or None
-        The checkpoint file by name or path and sha256; None for a model object.
-    device_ : torch.device
-        The device the network runs on.
-    encoder_, context_, strategy_, inference_precision_, batch_size_
-        The fitted encoding, context strategy and resolved run settings, as for
-        :class:`EquiTabPFNClassifier`.
+    Same parameters, fitted attributes (documented there once; ``model_`` is a TabPFN* network)
+    and preprocessing as :class:`EquiTabPFNClassifier`, except that ``checkpoint="default"`` is
+    the packaged TabPFN* checkpoint; ensemble members additionally rotate the class ids (the
+    model is not equivariant, so this averages over class orders). At most the checkpoint's
+    ``max_classes`` classes (10 for the packaged one): :func:`classifier_for` wraps it in ECOC
+    beyond that.
 
     Notes
     -----

@@ -10,17 +10,18 @@ softmax of the scores.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
-from ..errors import InvalidInputError
+from .inputs import validate_params
 
 _EPS = 1e-12
 
@@ -93,6 +94,12 @@ class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     random_state : int, RandomState or None
     """
 
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "predict_proba"])], "max_classes": [Interval(Integral, 2, None, closed="left")],
+        "redundancy": [Interval(Real, 1, None, closed="left")], "n_draws": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, estimator, max_classes: int = 10, redundancy: float = 2.0, n_draws: int = 20,
                  random_state=None):
         self.estimator = estimator
@@ -107,12 +114,7 @@ class ECOCClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         return tags
 
     def fit(self, X, y):
-        if not isinstance(self.max_classes, numbers.Integral) or self.max_classes < 2:
-            raise InvalidInputError(f"max_classes must be an integer >= 2, got {self.max_classes!r}")
-        if not isinstance(self.n_draws, numbers.Integral) or self.n_draws < 1:
-            raise InvalidInputError(f"n_draws must be a positive integer, got {self.n_draws!r}")
-        if not isinstance(self.redundancy, numbers.Real) or not self.redundancy >= 1:
-            raise InvalidInputError(f"redundancy must be a number >= 1, got {self.redundancy!r}")
+        validate_params(self)
         # X goes to the wrapped estimator unchanged (DataFrames keep their dtypes)
         validate_data(self, X, skip_check_array=True)
         y = column_or_1d(y, warn=True)

@@ -1,30 +1,32 @@
 """The shared estimator behind EquiTabPFNClassifier and TabPFNStarClassifier: parameters,
-their checks, ``fit`` (which stores the preprocessed training context) and persistence."""
+their constraints, ``fit`` (which stores the preprocessed training context) and persistence."""
 
 from __future__ import annotations
 
-import numbers
 import os
 import warnings
+from numbers import Integral, Real
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_array, check_random_state, column_or_1d
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
 from ..context_rules import CONTEXTS, MAX_TRAIN_ROWS
-from ..devices import resolve_device, resolve_precision
+from ..devices import PRECISIONS, resolve_device, resolve_precision
 from ..errors import InvalidInputError, TooManyClassesError
 from ..frames import as_pandas
 from ..preprocessing import CATEGORICAL_ENCODINGS, FEATURE_TRANSFORMS, TableEncoder, ensemble_members
 from .checkpoints import load_model, model_from_reference
 from .contexts import ContextStrategy, SharedContext
 from .fit_state import load_fit_state, save_fit_state
-from .inputs import check_labels_present, choices, label_array, size_text
+from .inputs import check_labels_present, choices, label_array, one_of, size_text, validate_params
 from .local_contexts import LOCAL_CLUSTER_SIZE, LOCAL_MAX_ROWS, LOCAL_NEIGHBORS, LocalContexts, uses_local_context
 from .network_runs import CACHE_PRECISIONS, NetworkRunner
 from .official_preprocessing import OFFICIAL_MEMBER
@@ -32,7 +34,7 @@ from .official_preprocessing import OFFICIAL_MEMBER
 #: ``fit_mode``: "low_memory" runs the whole network per test batch; "fit_with_cache" keeps
 #: each context's keys/values once computed, for every later predict (the same predictions);
 #: "fit_preprocessors" is TabPFN's name for what "low_memory" does.
-FIT_MODES = ("low_memory", "fit_with_cache", "fit_preprocessors")
+FitMode = Literal["low_memory", "fit_with_cache", "fit_preprocessors"]
 
 #: The default ``random_state``: a fixed seed, so that two default fits agree (as TabPFN's
 #: default 0 and TabICL's 42 do), unlike scikit-learn's None; None still draws fresh randomness.
@@ -48,7 +50,10 @@ _NO_SAMPLE_WEIGHT = (
 
 #: ``preprocessing``: equibench's ensemble preprocessing, or the authors' one-member one
 #: (:mod:`.official_preprocessing`; for the official checkpoint, docs/OFFICIAL_CHECKPOINT.md).
-PREPROCESSINGS = ("equibench", "official")
+Preprocessing = Literal["equibench", "official"]
+
+_POSITIVE_INT = [Interval(Integral, 1, None, closed="left")]
+_POSITIVE_REAL = Interval(Real, 0, None, closed="neither")
 
 
 class PretrainingLimitWarning(UserWarning):
@@ -61,27 +66,41 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
 
     _arch: str = ""
     _class_shifts: bool = False
+    #: Checked at the start of fit; feature_transforms and categorical_encodings (a name or
+    #: names) by :func:`.inputs.choices`, the official preprocessing's n_estimators by fit.
+    _parameter_constraints: dict = {
+        "checkpoint": [str, os.PathLike, torch.nn.Module], "device": [str, torch.device],
+        "feature_transforms": "no_validation", "categorical_encodings": "no_validation",
+        "inference_precision": [one_of(PRECISIONS), torch.dtype],
+        "fit_mode": [one_of(get_args(FitMode))], "softmax_temperature": [_POSITIVE_REAL],
+        "ignore_pretraining_limits": ["boolean"], "categorical_features": ["array-like", None],
+        "random_state": ["random_state"], "cache_precision": [one_of(CACHE_PRECISIONS)],
+        "cache_memory_limit_gb": [_POSITIVE_REAL, None], "preprocessing": [one_of(get_args(Preprocessing))],
+        "context": [one_of(CONTEXTS)],
+        **dict.fromkeys(("n_estimators", "max_train_rows", "batch_size", "local_neighbors", "local_cluster_size",
+                         "local_max_rows"), _POSITIVE_INT),
+    }
 
     def __init__(
         self,
         *,
-        checkpoint="default",
+        checkpoint: str | os.PathLike | torch.nn.Module = "default",
         n_estimators: int = 4,
         feature_transforms=FEATURE_TRANSFORMS,
         categorical_encodings=CATEGORICAL_ENCODINGS,
-        device: str = "auto",
-        inference_precision="auto",
-        fit_mode: str = "low_memory",
+        device: str | torch.device = "auto",
+        inference_precision: Literal["auto", "autocast", "float32", "float64", "bfloat16", "float16"] | torch.dtype = "auto",
+        fit_mode: FitMode = "low_memory",
         softmax_temperature: float = 0.8,
         max_train_rows: int = MAX_TRAIN_ROWS,
         ignore_pretraining_limits: bool = False,
         categorical_features=None,
         batch_size: int = 1024,
         random_state=DEFAULT_RANDOM_STATE,
-        cache_precision: str = "auto",
+        cache_precision: Literal["auto", "float32", "bfloat16", "float16"] = "auto",
         cache_memory_limit_gb: float | None = 4.0,
-        preprocessing: str = "equibench",
-        context: str = "auto",
+        preprocessing: Preprocessing = "equibench",
+        context: Literal["auto", "subsample", "local"] = "auto",
         local_neighbors: int = LOCAL_NEIGHBORS,
         local_cluster_size: int = LOCAL_CLUSTER_SIZE,
         local_max_rows: int = LOCAL_MAX_ROWS,
@@ -138,7 +157,14 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
             raise InvalidInputError(_NO_SAMPLE_WEIGHT)
         if fit_params:
             raise TypeError(f"fit() takes only X and y, got {', '.join(sorted(fit_params))}")
-        transforms, encodings = self._check_params()
+        validate_params(self)
+        if self.preprocessing == "official" and self.n_estimators != 1:
+            raise InvalidInputError(
+                "preprocessing='official' reproduces the authors' one-member evaluation (the paper's tables); their "
+                f"multi-member preprocessing is not reproduced: pass n_estimators=1, got {self.n_estimators}"
+            )
+        transforms = choices("feature_transforms", self.feature_transforms, FEATURE_TRANSFORMS)
+        encodings = choices("categorical_encodings", self.categorical_encodings, CATEGORICAL_ENCODINGS)
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
@@ -244,48 +270,6 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
     def _warn_limit(self, message: str, always: bool = False) -> None:
         if always or not self.ignore_pretraining_limits:
             warnings.warn(f"{type(self).__name__}: {message}.", PretrainingLimitWarning, stacklevel=3)
-
-    def _check_params(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Validate the parameters; returns the feature transforms and the categorical
-        encodings as tuples."""
-
-        def positive_int(name):
-            value = getattr(self, name)
-            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
-
-        for name in ("n_estimators", "max_train_rows", "batch_size", "local_neighbors", "local_cluster_size",
-                     "local_max_rows"):
-            positive_int(name)
-        if not (isinstance(self.context, str) and self.context in CONTEXTS):
-            raise InvalidInputError(f"context must be one of {', '.join(map(repr, CONTEXTS))}, got {self.context!r}")
-        if not (isinstance(self.cache_precision, str) and self.cache_precision in CACHE_PRECISIONS):
-            raise InvalidInputError(
-                f"cache_precision must be one of {', '.join(map(repr, CACHE_PRECISIONS))}, got {self.cache_precision!r}"
-            )
-        limit = self.cache_memory_limit_gb
-        if limit is not None and (not isinstance(limit, numbers.Real) or isinstance(limit, bool) or not limit > 0):
-            raise InvalidInputError(f"cache_memory_limit_gb must be a positive number of GB or None, got {limit!r}")
-        temperature = self.softmax_temperature
-        if not isinstance(temperature, numbers.Real) or not temperature > 0:
-            raise InvalidInputError(f"softmax_temperature must be a positive number, got {temperature!r}")
-        if not (isinstance(self.preprocessing, str) and self.preprocessing in PREPROCESSINGS):
-            raise InvalidInputError(
-                f"preprocessing must be one of {', '.join(map(repr, PREPROCESSINGS))}, got {self.preprocessing!r}"
-            )
-        if self.preprocessing == "official" and self.n_estimators != 1:
-            raise InvalidInputError(
-                "preprocessing='official' reproduces the authors' one-member evaluation (the paper's tables); their "
-                f"multi-member preprocessing is not reproduced: pass n_estimators=1, got {self.n_estimators}"
-            )
-        if not (isinstance(self.fit_mode, str) and self.fit_mode in FIT_MODES):
-            raise InvalidInputError(f"fit_mode must be one of {', '.join(map(repr, FIT_MODES))}, got {self.fit_mode!r}")
-        if not isinstance(self.ignore_pretraining_limits, (bool, np.bool_)):
-            raise InvalidInputError(f"ignore_pretraining_limits must be True or False, got {self.ignore_pretraining_limits!r}")
-        return (
-            choices("feature_transforms", self.feature_transforms, FEATURE_TRANSFORMS),
-            choices("categorical_encodings", self.categorical_encodings, CATEGORICAL_ENCODINGS),
-        )
 
     def _check_table(self, X, reset: bool):
         X = as_pandas(X)

@@ -1,12 +1,32 @@
-"""Checks and conversions of what the estimators are given: parameter choices, labels, and
-sizes in messages."""
+"""Checks and conversions of what the estimators are given: parameters, labels, and sizes in
+messages."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from sklearn.utils._param_validation import InvalidParameterError as _SklearnInvalidParameterError
+from sklearn.utils._param_validation import StrOptions
 
 from ..errors import InvalidInputError
+
+
+class InvalidParameterError(InvalidInputError, _SklearnInvalidParameterError):
+    """A parameter outside its estimator's ``_parameter_constraints``: scikit-learn's error
+    (its message) and equibench's."""
+
+
+def one_of(names) -> StrOptions:
+    """The constraint "one of ``names``", which messages list in their order (a set would not)."""
+    return StrOptions(dict.fromkeys(names).keys())
+
+
+def validate_params(estimator) -> None:
+    """Check ``estimator``'s parameters against its ``_parameter_constraints``."""
+    try:
+        estimator._validate_params()
+    except _SklearnInvalidParameterError as error:
+        raise InvalidParameterError(str(error)) from None
 
 
 def choices(name: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:

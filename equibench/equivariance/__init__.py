@@ -13,11 +13,7 @@ Modules: :mod:`.metric` (the arg-max change and log-probability comparison),
 :mod:`.toy` (the 9-point problem), :mod:`.figures` and :mod:`.files` (the results folder).
 """
 
-from ..equivariance_metric import compare_log_probs, unpermute
-from .experiment import EquivarianceConfig, draw_permutations, measure_equivariance, measure_model, prior_datasets
-from .figures import plot_equivariance_gap, plot_nine_point_toy
+from .experiment import EquivarianceConfig, measure_equivariance
 from .files import run_equivariance
-from .toy import TOY_ORDERINGS, nine_point_toy, toy_predictions
 
-# The public names (docs/API.md); the other names imported above are internal.
-__all__ = ["EquivarianceConfig", "measure_equivariance", "run_equivariance"]
+__all__ = ["EquivarianceConfig", "measure_equivariance", "run_equivariance"]  # public (docs/API.md)

@@ -9,7 +9,7 @@ options, settings and fingerprint), ``plan`` (tasks loaded once, the cells and t
 depend on).
 """
 
-from .backends import CellBackend, DaskBackend, LocalBackend, available_cores, make_backend
+from .backends import CellBackend, DaskBackend, LocalBackend, make_backend
 from .config import EvaluateConfig
 from .run import evaluate, evaluate_frame
 from .summary import EvaluateSummary

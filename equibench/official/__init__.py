@@ -10,8 +10,6 @@ ordinary equibench checkpoint (``equibench convert-official``).
 See docs/OFFICIAL_CHECKPOINT.md.
 """
 
-from .conversion import convert_official, official_network
-from .run_config import OfficialArchitecture, read_run_config
-from .unpickle import read_official_state_dict
+from .conversion import convert_official
 
 __all__ = ["convert_official"]  # public (docs/API.md); the other names imported above are internal

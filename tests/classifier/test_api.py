@@ -91,9 +91,10 @@ def test_auto_precision_is_bf16_autocast_on_cuda_only():
     assert resolve_precision("auto", torch.device("cpu")) == (torch.float32, None)
     if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         assert resolve_precision("auto", torch.device("cuda")) == (torch.float32, torch.bfloat16)
-    with pytest.raises(ValueError, match="inference_precision must be one of"):
+    with pytest.raises(InvalidInputError, match="'inference_precision' parameter .* must be a str among .* or an "
+                       "instance of 'torch.dtype'. Got 'float8' instead."):
         _equi(inference_precision="float8").fit(*blobs())
-    with pytest.raises(ValueError, match="inference_precision must be one of"):
+    with pytest.raises(InvalidInputError, match="'inference_precision' parameter .* Got 'int64' instead."):
         _equi(inference_precision=torch.int64).fit(*blobs())
 
 
@@ -273,8 +274,9 @@ def test_keyword_only_parameters_and_documented_attributes(classifier_class):
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for name, p in parameters.items() if name != "self")
     with pytest.raises(TypeError):
         classifier_class(str(EQUI))
-    doc = inspect.getdoc(classifier_class)
+    doc = inspect.getdoc(EquiTabPFNClassifier)  # the fitted attributes are documented there once
     assert "Attributes\n----------" in doc
+    assert "fitted attributes (documented there once" in inspect.getdoc(TabPFNStarClassifier)
     X, y = blobs()
     checkpoint = EQUI if classifier_class is EquiTabPFNClassifier else STAR
     fitted = classifier_class(checkpoint=checkpoint, device="cpu").fit(X, y)

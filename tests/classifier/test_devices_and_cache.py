@@ -121,9 +121,10 @@ def test_a_half_precision_cache_predicts_like_the_float32_one():
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"cache_precision": "int8"}, "cache_precision must be one of 'auto', 'float32', 'bfloat16', 'float16'"),
-    ({"cache_memory_limit_gb": 0}, "cache_memory_limit_gb must be a positive number of GB or None"),
-    ({"cache_memory_limit_gb": "4GB"}, "cache_memory_limit_gb must be a positive number of GB or None"),
+    ({"cache_precision": "int8"}, r"'cache_precision' parameter of EquiTabPFNClassifier must be a str among "
+                                  r"\{'auto', 'float32', 'bfloat16', 'float16'\}. Got 'int8' instead."),
+    ({"cache_memory_limit_gb": 0}, r"'cache_memory_limit_gb' parameter .* must be a float in the range \(0.0, inf\) or None"),
+    ({"cache_memory_limit_gb": "4GB"}, r"'cache_memory_limit_gb' parameter .* or None. Got '4GB' instead."),
 ])
 def test_bad_cache_parameters(params, message):
     with pytest.raises(InvalidInputError, match=message):

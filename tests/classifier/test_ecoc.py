@@ -9,6 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from equibench.classifier.ecoc import ECOCClassifier, draw_codebook, min_hamming_distance
+from equibench.errors import InvalidInputError
 
 
 class _AtMostTen(LogisticRegression):
@@ -80,11 +81,15 @@ def test_string_labels_and_a_symbol_missing_from_a_row():
 
 @pytest.mark.parametrize(
     "params, message",
-    [({"max_classes": 1}, "max_classes"), ({"redundancy": 0.5}, "redundancy"), ({"n_draws": 0}, "n_draws")],
+    [({"max_classes": 1}, r"^The 'max_classes' parameter of ECOCClassifier must be an int in the range \[2, inf\). "
+                          r"Got 1 instead.$"),
+     ({"redundancy": 0.5}, r"'redundancy' parameter .* must be a float in the range \[1.0, inf\). Got 0.5 instead."),
+     ({"n_draws": 0}, r"'n_draws' parameter .* must be an int in the range \[1, inf\). Got 0 instead."),
+     ({"estimator": "logistic"}, "'estimator' parameter .* must be an object implementing 'fit' and 'predict_proba'")],
 )
 def test_bad_parameters(params, message):
-    with pytest.raises(ValueError, match=message):
-        ECOCClassifier(LogisticRegression(), **params).fit(*_problem(n_classes=3))
+    with pytest.raises(InvalidInputError, match=message):
+        ECOCClassifier(**{"estimator": LogisticRegression(), **params}).fit(*_problem(n_classes=3))
 
 
 def test_tabpfn_star_beyond_ten_classes_through_ecoc():

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import typing
 
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse
 from make_fixtures import CHECKPOINTS, GOLDEN, golden_predictions
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from equibench import EquiTabPFNClassifier, TabPFNStarClassifier
+from equibench.classifier.ecoc import ECOCClassifier
+from equibench.classifier.estimator import PFNClassifier
+from equibench.errors import InvalidInputError
 from equibench.model import CheckpointError, TooManyClassesError
 from equibench.preprocessing import ensemble_members, expand_one_hot, one_hot_columns
 
@@ -48,6 +53,26 @@ def _expected_failures(estimator):
 )
 def test_sklearn_estimator_contract(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("estimator", [EquiTabPFNClassifier(checkpoint=EQUI, device="cpu"),
+                                       TabPFNStarClassifier(checkpoint=STAR, device="cpu"),
+                                       ECOCClassifier(LogisticRegression())], ids=lambda e: type(e).__name__)
+def test_parameter_constraints_cover_every_parameter_and_refuse_bad_values(estimator):
+    """scikit-learn's own check: a constraint per parameter, and fit refuses a bad type or value with
+    scikit-learn's InvalidParameterError (ours is also an InvalidInputError)."""
+    check_param_validation(type(estimator).__name__, estimator)
+
+
+def test_literal_parameters_and_their_constraints_name_the_same_choices():
+    hints = typing.get_type_hints(PFNClassifier.__init__)
+    literal = {name: next(typing.get_args(arg) for arg in (hint, *typing.get_args(hint))
+                          if typing.get_origin(arg) is typing.Literal)
+               for name, hint in hints.items() if typing.Literal in (typing.get_origin(h) for h in (hint, *typing.get_args(hint)))}
+    assert {"fit_mode", "context", "preprocessing", "cache_precision", "inference_precision"} <= set(literal)
+    for name, values in literal.items():
+        options = [c for c in PFNClassifier._parameter_constraints[name] if hasattr(c, "options")]
+        assert [tuple(c.options) for c in options] == [values], name
 
 
 def _equi(**params):
@@ -305,24 +330,28 @@ def test_feature_transforms_choose_each_members_preprocessing():
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"n_estimators": 0}, "n_estimators must be a positive integer"),
-        ({"batch_size": 2.5}, "batch_size must be a positive integer"),
-        ({"max_train_rows": -1}, "max_train_rows must be a positive integer"),
-        ({"softmax_temperature": 0}, "softmax_temperature must be a positive number"),
+        ({"n_estimators": 0}, r"^The 'n_estimators' parameter of EquiTabPFNClassifier must be an int in the range "
+                              r"\[1, inf\). Got 0 instead.$"),
+        ({"batch_size": 2.5}, r"'batch_size' parameter .* must be an int in the range \[1, inf\). Got 2.5 instead."),
+        ({"max_train_rows": -1}, r"'max_train_rows' parameter .* must be an int in the range \[1, inf\). Got -1"),
+        ({"softmax_temperature": 0}, r"'softmax_temperature' parameter .* must be a float in the range \(0.0, inf\)"),
+        ({"softmax_temperature": float("nan")}, "'softmax_temperature' parameter .* Got nan instead."),
+        ({"ignore_pretraining_limits": "yes"}, "'ignore_pretraining_limits' parameter .* must be an instance of 'bool'"),
         ({"feature_transforms": ("none", "box-cox")}, "feature_transforms must be a non-empty sequence"),
         ({"feature_transforms": ()}, "feature_transforms must be a non-empty sequence"),
         ({"feature_transforms": 3}, "feature_transforms must be a non-empty sequence"),
         ({"categorical_encodings": ("ordinal", "binary")}, "categorical_encodings must be a non-empty sequence"),
         ({"categorical_encodings": []}, "categorical_encodings must be a non-empty sequence"),
         ({"device": "tpu"}, "device must be"),
-        ({"checkpoint": 42}, "checkpoint must be"),
+        ({"checkpoint": 42}, "'checkpoint' parameter of EquiTabPFNClassifier must be an instance of 'str', an instance of "
+                             "'os.PathLike' or an instance of 'torch.nn.modules.module.Module'. Got 42 instead."),
         ({"checkpoint": "/no/such/file.pt"}, "does not exist"),
         ({"checkpoint": STAR}, "holds a tabpfn-star model, not equitabpfn"),
     ],
 )
 def test_bad_parameters(params, message):
     X, y = blobs()
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InvalidInputError, match=message):
         EquiTabPFNClassifier(**{"checkpoint": EQUI, "device": "cpu", **params}).fit(X, y)
 
 

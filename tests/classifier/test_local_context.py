@@ -227,10 +227,11 @@ def test_embeddings_are_refused_with_local_contexts():
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"context": "nearest"}, "context must be one of 'auto', 'subsample', 'local', got 'nearest'"),
-    ({"local_neighbors": 0}, "local_neighbors must be a positive integer, got 0"),
-    ({"local_cluster_size": 2.5}, "local_cluster_size must be a positive integer, got 2.5"),
-    ({"local_max_rows": -1}, "local_max_rows must be a positive integer, got -1"),
+    ({"context": "nearest"}, r"'context' parameter of EquiTabPFNClassifier must be a str among \{'auto', 'subsample', "
+                             r"'local'\}. Got 'nearest' instead."),
+    ({"local_neighbors": 0}, r"'local_neighbors' parameter .* must be an int in the range \[1, inf\). Got 0 instead."),
+    ({"local_cluster_size": 2.5}, r"'local_cluster_size' parameter .* must be an int in the range \[1, inf\). Got 2.5"),
+    ({"local_max_rows": -1}, r"'local_max_rows' parameter .* must be an int in the range \[1, inf\). Got -1 instead."),
 ])
 def test_bad_local_settings_get_one_clear_error(params, message):
     X, y = _table(n=40)

@@ -110,7 +110,8 @@ def test_fit_with_cache_serves_permutation_importance():
 
 
 def test_bad_fit_mode():
-    with pytest.raises(ValueError, match="fit_mode must be one of 'low_memory', 'fit_with_cache', 'fit_preprocessors'"):
+    with pytest.raises(ValueError, match=r"^The 'fit_mode' parameter of EquiTabPFNClassifier must be a str among "
+                       r"\{'low_memory', 'fit_with_cache', 'fit_preprocessors'\}. Got 'fit_everything' instead.$"):
         EquiTabPFNClassifier(checkpoint=CHECKPOINTS["equitabpfn"], fit_mode="fit_everything").fit(*_blobs())
 
 

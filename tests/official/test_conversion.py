@@ -165,7 +165,7 @@ def test_cli_converts_and_reports(official, tmp_path):
 
 def test_pickled_weights_keep_their_values(official, tmp_path):
     """The restricted reader rebuilds tensors exactly as pickle wrote them."""
-    from equibench.official import read_official_state_dict
+    from equibench.official.unpickle import read_official_state_dict
 
     state = official_state(official)
     path = tmp_path / "weights.pickle"

@@ -39,7 +39,7 @@ def test_official_checkpoint_with_equibench_preprocessing(official, converted):
 
 def test_official_preprocessing_parameters_are_checked(official, converted, tmp_path):
     X_train, y_train = official["table/X_train"], official["table/y_train"]
-    with pytest.raises(InvalidInputError, match="preprocessing must be one of 'equibench', 'official'"):
+    with pytest.raises(InvalidInputError, match=r"'preprocessing' parameter of EquiTabPFNClassifier must be a str among \{'equibench', 'official'\}"):
         EquiTabPFNClassifier(checkpoint=converted, preprocessing="tabzilla").fit(X_train, y_train)
     with pytest.raises(InvalidInputError, match="pass n_estimators=1, got 4"):
         _official_classifier(converted, n_estimators=4).fit(X_train, y_train)
