@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..context_rules import CONTEXTS, MAX_TRAIN_ROWS
+from ..classifier.context_rules import CONTEXTS, MAX_TRAIN_ROWS
 from ..errors import InvalidInputError
 
 #: The neural baselines' training loop (TabZilla protocol).

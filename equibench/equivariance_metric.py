@@ -14,13 +14,18 @@ Two numbers per dataset compare the log-probabilities of the two predictions
   not counted as a change);
 * log-probability RMS: the root mean square, over test rows and classes, of
   ``log_softmax(sigma^-1 f(X, sigma(Y))) - log_softmax(f(X, Y))``.
+
+A permutation ensemble's prediction is the mean probability over its members
+(:func:`ensemble_log_probs`).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-__all__ = ["TIE_TOLERANCE", "compare_log_probs", "unpermute"]
+__all__ = ["TIE_TOLERANCE", "compare_log_probs", "ensemble_log_probs", "unpermute"]
 
 #: Log-probability margin below which two classes count as tied for the arg-max change.
 TIE_TOLERANCE = 1e-5
@@ -43,3 +48,9 @@ def compare_log_probs(
     beaten = mapped_back.gather(-1, predicted)[..., 0] < mapped_back.amax(dim=-1) - tie_tolerance
     rms = (mapped_back - reference).square().mean(dim=(-2, -1)).sqrt()
     return beaten.to(reference.dtype).mean(dim=-1), rms
+
+
+def ensemble_log_probs(log_probs: torch.Tensor) -> torch.Tensor:
+    """log of the mean probability over the members (axis 1)."""
+    # (D, E, M, K) -> (D, M, K)
+    return torch.logsumexp(log_probs, dim=1) - math.log(log_probs.shape[1])

@@ -84,14 +84,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelConfig:
-        """The configuration a checkpoint stores; the ``official`` flag of earlier files reads as
-        the behaviours it switched (:data:`RELEASED_NETWORK` when true)."""
-        data = dict(data)
-        if "official" in data:
-            official = data.pop("official")
-            if not isinstance(official, bool):
-                raise InvalidInputError(f"ModelConfig.official must be true or false, got {official!r}")
-            data.update(RELEASED_NETWORK if official else {})
+        """The configuration a checkpoint stores."""
         return dataclass_from_dict(cls, data)
 
 

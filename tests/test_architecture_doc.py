@@ -75,8 +75,8 @@ def test_the_check_fails_on_a_missing_row_or_a_wrong_layer():
     text = DOC.read_text(encoding="utf-8")
     without = "\n".join(line for line in text.splitlines() if "`pretrain/prefetch.py`" not in line)
     assert table_problems(without)["missing"] == ["equibench.pretrain.prefetch"]
-    moved = text.replace("| `context_rules.py` | shared |", "| `context_rules.py` | classifier |")
+    moved = text.replace("| `classifier/context_rules.py` | classifier |", "| `classifier/context_rules.py` | shared |")
     assert table_problems(moved)["wrong layer"] == [
-        "equibench.context_rules: 'classifier', the import graph's layer is 'shared'"]
+        "equibench.classifier.context_rules: 'shared', the import graph's layer is 'classifier'"]
     doubled = text.replace("| | `machine.py` |", "| | `machine.py`, `normalize.py` |")
     assert table_problems(doubled)["twice"] == ["equibench.normalize"]

@@ -18,7 +18,7 @@ PACKAGE_DIRS = {"equibench": ROOT / "equibench", "equibench.model": ROOT / "mode
 #: (docs/ARCHITECTURE.md, "Import layers").
 LAYERS = [
     ("shared", ["_lazy", "_version", "errors", "atomic_files", "outdir_lock", "worker_guard", "progress", "tables",
-                "figures", "machine", "devices", "frames", "normalize", "equivariance_metric", "context_rules"]),
+                "figures", "machine", "devices", "frames", "normalize", "equivariance_metric"]),
     ("networks and prior", ["model", "prior"]),
     ("classifier", ["preprocessing", "classifier", "official"]),
     ("pretraining", ["pretrain"]),

@@ -502,7 +502,7 @@ def test_14_resume_drops_a_torn_last_log_line_and_refuses_a_truncated_state(trai
 @pytest.mark.parametrize("content, message", [
     ('{"invocations": [', "manifest.json' is damaged"),
     ('[]', "manifest.json' is damaged (no `invocations` list)"),
-    ('{"invocations": []}', "manifest.json' is damaged (no `settings` with `seed` and `methods`)"),
+    ('{"invocations": []}', "manifest.json' is damaged (no `settings` with `seed`, `methods` and `suite`)"),
 ])
 def test_14_a_damaged_manifest_is_named(tmp_path, quick_results, content, message):
     out = _copy(quick_results, tmp_path)

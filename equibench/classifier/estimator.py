@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
-from ..context_rules import CONTEXTS, MAX_TRAIN_ROWS
+from .context_rules import CONTEXTS, MAX_TRAIN_ROWS
 from ..devices import PRECISIONS, resolve_device, resolve_precision
 from ..errors import InvalidInputError, TooManyClassesError
 from ..frames import as_pandas

@@ -70,7 +70,7 @@ def complete_methods(incomplete: str) -> list[tuple[str, str]]:
 
 def complete_contexts(incomplete: str) -> list[tuple[str, str]]:
     """(value, help) pairs for the comma-separated ``--contexts``."""
-    from ..context_rules import CONTEXTS, MAX_TRAIN_ROWS
+    from ..classifier.context_rules import CONTEXTS, MAX_TRAIN_ROWS
 
     helps = {"auto": f"local contexts above {MAX_TRAIN_ROWS} training rows", "local": "local contexts always",
              "subsample": f"a stratified subsample of {MAX_TRAIN_ROWS} rows"}

@@ -16,7 +16,7 @@ from ..errors import InvalidInputError
 from . import output
 from .completion import complete_contexts, complete_methods, complete_suite
 from .failures import with_flags
-from .options import JsonOption, OldCheckpointFlag, OldPathFlag, WeightsOption, int_list, weights_map
+from .options import JsonOption, WeightsOption, int_list, weights_map
 
 
 @contextlib.contextmanager
@@ -66,11 +66,6 @@ def evaluate(
     rerun_changed: Annotated[bool, typer.Option(help="Replace stored cells of methods whose settings (checkpoint, weights) changed; all cells if --threads-per-cell changed.")] = False,
     allow_failures: Annotated[bool, typer.Option(help="Exit 0 even when cells of this run failed (they are stored as failed rows either way).")] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
-    tabpfn_weights: OldPathFlag = None,
-    tabicl_checkpoint: OldPathFlag = None,
-    official_checkpoint: OldPathFlag = None,
-    equitabpfn_checkpoint: OldCheckpointFlag = None,
-    tabpfn_star_checkpoint: OldCheckpointFlag = None,
 ) -> None:
     """Evaluate methods on every task and fold of a suite; rerun the same command to resume.
 
@@ -86,10 +81,7 @@ def evaluate(
         suite=suite, methods=_method_list(methods), folds=None if folds is None else int_list(folds, "--folds"),
         ensembles=int_list(ensembles, "--ensembles"), contexts=_context_list(contexts), seed=seed,
         openml_cache=None if openml_cache is None else str(openml_cache),
-        weights=weights_map(weights, tabpfn_weights=tabpfn_weights, tabicl_checkpoint=tabicl_checkpoint,
-                            official_checkpoint=official_checkpoint, equitabpfn_checkpoint=equitabpfn_checkpoint,
-                            tabpfn_star_checkpoint=tabpfn_star_checkpoint),
-        device=device, threads_per_cell=threads_per_cell,
+        weights=weights_map(weights), device=device, threads_per_cell=threads_per_cell,
     )
     out = out or default_out(suite)
     check_backend_options(jobs, scheduler)

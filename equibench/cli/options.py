@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from ..errors import InvalidInputError
-from . import output
 from .completion import complete_weights
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -45,25 +43,11 @@ def _weights_help() -> str:
 WeightsOption = Annotated[Optional[list[str]], typer.Option(metavar="METHOD=PATH", help=_weights_help(), show_default=False,
                                                             autocompletion=complete_weights)]
 
-#: The per-method flags that ``--weights`` replaced, by parameter name (``tabpfn_weights`` is
-#: ``--tabpfn-weights``), and the methods whose weights each gives. Hidden, they work for one
-#: release, each with a deprecation line.
-OLD_WEIGHTS_FLAGS = {
-    "tabpfn_weights": ("tabpfn-v1", "tabpfn-v2"),
-    "tabicl_checkpoint": ("tabicl",),
-    "official_checkpoint": ("equitabpfn-official",),
-    "equitabpfn_checkpoint": ("equitabpfn",),
-    "tabpfn_star_checkpoint": ("tabpfn-star",),
-}
-OldPathFlag = Annotated[Optional[Path], typer.Option(hidden=True)]  # the old folder and file flags
-OldCheckpointFlag = Annotated[Optional[str], typer.Option(hidden=True)]  # --equitabpfn-checkpoint, --tabpfn-star-checkpoint
 
-
-def weights_map(values: list[str] | None, **old) -> dict[str, str]:
-    """``--weights`` values (``METHOD=PATH``, each method once) as ``MethodOptions.weights``, with
-    those of the deprecated flags ``old`` (by parameter name, see :data:`OLD_WEIGHTS_FLAGS`), each
-    announced by a deprecation line on stderr; refused unless each names a method that takes weights."""
-    from ..baselines.registry import METHODS, check_weights, weights_methods
+def weights_map(values: list[str] | None) -> dict[str, str]:
+    """``--weights`` values (``METHOD=PATH``, each method once) as ``MethodOptions.weights``;
+    refused unless each names a method that takes weights."""
+    from ..baselines.registry import check_weights, weights_methods
 
     weights: dict[str, str] = {}
     for value in values or []:
@@ -75,16 +59,5 @@ def weights_map(values: list[str] | None, **old) -> dict[str, str]:
         if method in weights:
             raise InvalidInputError(f"--weights gives {method} twice ({weights[method]!r} and {path!r}); give it once")
         weights[method] = path
-    for name, path in old.items():
-        if path is None:
-            continue
-        flag, methods = "--" + name.replace("_", "-"), OLD_WEIGHTS_FLAGS[name]
-        instead = " ".join(f"--weights {method}={METHODS[method].weights.metavar}" for method in methods)
-        both = [method for method in methods if method in weights]
-        if both:
-            raise InvalidInputError(f"{flag} and --weights {both[0]}=... both give {both[0]}'s weights; keep {instead}")
-        output.errors.print(f"[yellow]deprecated:[/yellow] {flag} goes in the next release; write {instead}",
-                            highlight=False)
-        weights.update(dict.fromkeys(methods, str(path)))
     check_weights(weights)
     return weights

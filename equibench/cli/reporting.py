@@ -14,7 +14,7 @@ from .. import __version__
 from ..errors import InvalidInputError
 from . import output
 from .failures import with_flags
-from .options import JsonOption, OldCheckpointFlag, OldPathFlag, WeightsOption, int_list, weights_map
+from .options import JsonOption, WeightsOption, int_list, weights_map
 
 
 def equivariance(
@@ -32,8 +32,6 @@ def equivariance(
     weights: WeightsOption = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
-    tabpfn_weights: OldPathFlag = None,
-    tabicl_checkpoint: OldPathFlag = None,
 ) -> None:
     """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy; also of each PFN method given --weights (e.g. tabpfn-v2, tabicl, equitabpfn-official), through its classifier with one member."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -43,8 +41,7 @@ def equivariance(
     from ..equivariance.methods import weighted_methods
     from ..progress import Progress
 
-    options = MethodOptions(weights=weights_map(weights, tabpfn_weights=tabpfn_weights,
-                                                tabicl_checkpoint=tabicl_checkpoint), device=device)
+    options = MethodOptions(weights=weights_map(weights), device=device)
     config = EquivarianceConfig(
         classes=int_list(classes, "--classes"), ensembles=int_list(ensembles, "--ensembles"),
         datasets=datasets, rows=rows, seed=seed, device=device, methods=weighted_methods(options),
@@ -93,10 +90,6 @@ def boundaries(
     weights: WeightsOption = None,
     device: Annotated[str, typer.Option(help="Device of the PFN methods: cpu, cuda, auto.")] = "cpu",
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
-    tabpfn_weights: OldPathFlag = None,
-    tabicl_checkpoint: OldPathFlag = None,
-    equitabpfn_checkpoint: OldCheckpointFlag = None,
-    tabpfn_star_checkpoint: OldCheckpointFlag = None,
 ) -> None:
     """Binary decision boundaries of several methods on 3 two-dimensional datasets (moons, circles, linearly separable), the PFNs with one member."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -108,11 +101,7 @@ def boundaries(
     config = BoundaryConfig(
         **({} if methods is None else {"methods": tuple(filter(None, (name.strip() for name in methods.split(","))))}),
         samples=samples, grid=grid, seed=seed,
-        options=MethodOptions(
-            weights=weights_map(weights, tabpfn_weights=tabpfn_weights, tabicl_checkpoint=tabicl_checkpoint,
-                                equitabpfn_checkpoint=equitabpfn_checkpoint, tabpfn_star_checkpoint=tabpfn_star_checkpoint),
-            device=device,
-        ),
+        options=MethodOptions(weights=weights_map(weights), device=device),
     )
     bar = Progress(TextColumn("[bold]boundaries"), BarColumn(), MofNCompleteColumn(), TextColumn("(method, dataset)"),
                    TimeElapsedColumn(), console=output.errors, disable=not progress)

@@ -1,5 +1,5 @@
 """The equivariance experiment on prior datasets: for each checkpoint, class count K and
-permutation-ensemble size, the metric of :mod:`.metric` per dataset, summarised over datasets.
+permutation-ensemble size, the metric of :mod:`equibench.equivariance_metric` per dataset, summarised over datasets.
 
 A permutation ensemble averages the mapped-back softmax outputs over random relabellings of
 the training labels; it is one fixed function of the data, whose permuted-back output is
@@ -23,11 +23,11 @@ from torch import nn
 from ..baselines.registry import method_spec, weights_methods
 from ..baselines.settings import MethodOptions
 from ..devices import resolve_device
+from ..equivariance_metric import TIE_TOLERANCE, compare_log_probs, ensemble_log_probs, unpermute
 from ..errors import InvalidInputError
 from ..model import default_checkpoint, load_checkpoint
 from ..prior import PriorConfig, sample_batch
 from .methods import measure_method, method_label, prepare_methods
-from .metric import TIE_TOLERANCE, compare_log_probs, ensemble_log_probs, unpermute
 
 #: Share of each prior dataset's rows used as training rows; the rest are test rows.
 TRAIN_FRACTION = 0.5

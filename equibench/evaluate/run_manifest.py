@@ -32,8 +32,9 @@ def read_manifest(path: Path) -> dict:
         if not isinstance(manifest, dict) or not isinstance(manifest.get("invocations"), list):
             raise InvalidInputError("no `invocations` list")
         settings = manifest.get("settings")
-        if not isinstance(settings, dict) or "seed" not in settings or not isinstance(settings.get("methods"), dict):
-            raise InvalidInputError("no `settings` with `seed` and `methods`")
+        if (not isinstance(settings, dict) or "seed" not in settings or not isinstance(settings.get("methods"), dict)
+                or not isinstance(settings.get("suite"), dict)):
+            raise InvalidInputError("no `settings` with `seed`, `methods` and `suite`")
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise InvalidInputError(
             f"{str(path)!r} is damaged ({error}); move it aside (the stored cells are kept, only the run history "
@@ -42,23 +43,14 @@ def read_manifest(path: Path) -> dict:
     return manifest
 
 
-def method_fingerprints(settings: dict) -> dict[str, dict]:
-    """Each method's recorded settings, with the threads per cell its cells ran on. Manifests
-    written before the threads were recorded per method have one folder-wide value (or none,
-    before threads were recorded at all: such cells compare as made with unknown threads)."""
-    legacy = {"threads_per_cell": settings["threads_per_cell"]} if "threads_per_cell" in settings else {}
-    return {name: {**legacy, **fingerprint} for name, fingerprint in settings["methods"].items()}
-
-
 def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str], run_methods,
                      rerun_changed: bool) -> list[str]:
     """The methods of this run whose stored cells the settings ``current`` must replace; an
     InvalidInputError when the run cannot resume on ``saved``'s cells, or when some must be
     replaced and ``rerun_changed`` is false. Stored methods outside ``run_methods`` are never
     replaced (this run would not make their cells again): they keep their recorded settings."""
-    suite = saved.get("suite")  # older manifests did not record it
-    if suite is not None and set(suite.get("tasks", ())) != set(current["suite"]["tasks"]):  # an order change is none
-        raise InvalidInputError(_other_tasks(out_dir, suite, current["suite"]))
+    if set(saved["suite"]["tasks"]) != set(current["suite"]["tasks"]):  # an order change is none
+        raise InvalidInputError(_other_tasks(out_dir, saved["suite"], current["suite"]))
     changed = sorted(k for k, v in saved.get("tables", {}).items() if current["tables"].get(k, v) != v)
     if changed:
         raise InvalidInputError(
@@ -68,7 +60,7 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
     if saved["seed"] != current["seed"]:
         raise InvalidInputError(f"{str(out_dir)!r} holds results made with seed {saved['seed']}; rerun with it to "
                                 "resume, or pass a new out_dir")
-    before, now = method_fingerprints(saved), current["methods"]
+    before, now = saved["methods"], current["methods"]
     stale = sorted(name for name in stored if name in run_methods and before.get(name, {}) != now[name])
     if stale and not rerun_changed:
         threads = {before.get(name, {}).get("threads_per_cell") for name in stale}
@@ -94,9 +86,9 @@ def _other_tasks(out_dir: Path, saved: dict, now: dict) -> str:
     changes = [f"adds {len(added)} task{'s' if len(added) > 1 else ''} ({listed(added)})"] if added else []
     changes += [f"drops {len(dropped)} ({listed(dropped)})"] if dropped else []
     what = " and ".join(changes)
-    why = ("its file changed since, or another suite has its name" if saved.get("name") == now["name"]
+    why = ("its file changed since, or another suite has its name" if saved["name"] == now["name"]
            else f"this is suite {now['name']!r}")
-    return (f"{str(out_dir)!r} holds results of suite {saved.get('name')!r}, and this suite {what} ({why}); "
+    return (f"{str(out_dir)!r} holds results of suite {saved['name']!r}, and this suite {what} ({why}); "
             "a results folder holds one task list: pass a new out_dir for this suite (all its cells run there), "
             "or restore the former task list to resume here; to run only the added tasks, put them in a suite "
             "of their own with a new out_dir, and give both folders to `equibench report --results`")
@@ -107,7 +99,7 @@ def recorded_settings(saved: dict | None, current: dict, kept: set[str]) -> dict
     methods in ``kept`` (stored cells this run leaves as they are), which keep ``saved``'s."""
     if saved is None:
         return current
-    before = method_fingerprints(saved)
+    before = saved["methods"]
     return {**current, "methods": {**current["methods"], **{name: before[name] for name in kept if name in before}}}
 
 
@@ -116,14 +108,7 @@ def _without_threads(fingerprint: dict) -> dict:
 
 
 def _threads_refusal(out_dir: Path, before: set, now: int) -> str:
-    """Why a run whose stored cells ran on the thread counts ``before`` (None: not recorded)
-    cannot resume on ``now``."""
-    if None in before:
-        return (f"{str(out_dir)!r} holds results of an older equibench that did not record how many threads "
-                "each cell ran on, so this run cannot tell whether its numbers would match them. Pass a new "
-                "out_dir for a fresh run; to add to this folder, record the thread count its cells ran on "
-                "(threads_per_cell under each method of `settings.methods` in its manifest.json); rerun_changed "
-                f"would instead recompute and replace all of its cells with threads_per_cell {now}")
+    """Why a run whose stored cells ran on the thread counts ``before`` cannot resume on ``now``."""
     if len(before) > 1:
         counts = ", ".join(map(str, sorted(before)))
         return (f"{str(out_dir)!r} holds results made with threads_per_cell {counts} (threads change the numbers); "

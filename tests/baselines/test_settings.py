@@ -28,7 +28,7 @@ from equibench.baselines.settings import (
     TabPFNv2Settings,
     ensemble_size,
 )
-from equibench.context_rules import MAX_TRAIN_ROWS
+from equibench.classifier.context_rules import MAX_TRAIN_ROWS
 from equibench.errors import InvalidInputError
 from equibench.evaluate import EvaluateConfig
 

@@ -1,6 +1,5 @@
 """``--weights METHOD=PATH``: the one option that gives methods their weights, declared per
-method in the registry; its refusals, the environment variables behind it and the per-method
-flags it replaced (hidden, with a deprecation line)."""
+method in the registry; its refusals and the environment variables behind it."""
 
 from __future__ import annotations
 
@@ -42,8 +41,6 @@ def test_values_are_split_at_the_first_equals_sign():
     (["--weights", "nope=x"], f"--weights: 'nope' is not a method; {TAKERS}"),
     (["--weights", "knn=x"], f"--weights: 'knn' takes no weights; {TAKERS}"),
     (["--weights", "tabicl=a", "--weights", "tabicl=b"], "--weights gives tabicl twice ('a' and 'b'); give it once"),
-    (["--tabicl-checkpoint", "a", "--weights", "tabicl=b"],
-     "--tabicl-checkpoint and --weights tabicl=... both give tabicl's weights; keep --weights tabicl=FILE"),
 ])
 def test_bad_values_are_one_line_naming_the_flag_and_the_methods(tmp_path, args, line):
     result = CliRunner().invoke(app, ["evaluate", *DEMO, "--methods", "knn", "--out", str(tmp_path / "out"), *args])
@@ -98,28 +95,6 @@ def test_a_weights_path_that_is_not_there_is_refused_before_any_cell(tmp_path, m
     assert not (tmp_path / "out").exists()
     with pytest.raises(InvalidInputError, match=found):
         EvaluateConfig(suite="demo", weights={method: path})
-
-
-def test_the_replaced_flags_still_work_hidden_with_a_deprecation_line(tmp_path, monkeypatch):
-    monkeypatch.delenv("EQUIBENCH_TABPFN_WEIGHTS", raising=False)
-    out = tmp_path / "out"
-    (tmp_path / "w").mkdir()
-    result = CliRunner().invoke(app, ["evaluate", *DEMO, "--methods", "tabpfn-v1,tabpfn-v2", "--out", str(out),
-                                      "--tabpfn-weights", str(tmp_path / "w")])
-    assert result.exit_code == 0, result.output
-    assert result.stderr == ("deprecated: --tabpfn-weights goes in the next release; write --weights tabpfn-v1=DIR "
-                             "--weights tabpfn-v2=DIR\n")
-    assert {_settings(out)[name]["tabpfn_weights"] for name in ("tabpfn-v1", "tabpfn-v2")} == {str(tmp_path / "w")}
-    runner = CliRunner()
-    for command, flags in (("evaluate", ["--tabpfn-weights", "--tabicl-checkpoint", "--official-checkpoint",
-                                         "--equitabpfn-checkpoint", "--tabpfn-star-checkpoint"]),
-                           ("boundaries", ["--tabpfn-weights", "--equitabpfn-checkpoint"]),
-                           ("equivariance", ["--tabpfn-weights", "--tabicl-checkpoint"])):
-        shown = runner.invoke(app, [command, "--help"], terminal_width=400).stdout
-        assert "--weights" in shown and not any(flag in shown for flag in flags), command
-    empty = runner.invoke(app, ["evaluate", *DEMO, "--methods", "knn", "--out", str(tmp_path / "o"),
-                                "--equitabpfn-checkpoint", ""])  # refused as before, not the packaged checkpoint
-    assert empty.exit_code == 2 and empty.stderr.splitlines()[1].startswith("error: the equitabpfn checkpoint is empty")
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from equibench.equivariance.metric import ensemble_log_probs
-from equibench.equivariance_metric import compare_log_probs, unpermute
+from equibench.equivariance_metric import compare_log_probs, ensemble_log_probs, unpermute
 
 
 def _problem(n_classes: int = 4, seed: int = 0):

@@ -230,22 +230,15 @@ def test_resuming_with_another_thread_count_is_refused_or_reruns_every_cell(tmp_
     assert len(summary.pending) == 12 and len(table) == 12 and set(table.threads) == {2}
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["settings"]["methods"]["knn"]["threads_per_cell"] == 2
-    # a run made before threads were recorded cannot be resumed either
-    for fingerprint in manifest["settings"]["methods"].values():
-        fingerprint.pop("threads_per_cell")
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match="older equibench that did not record how many threads .*new out_dir.*"
-                                         "rerun_changed would instead recompute and replace"):
-        evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False)
 
 
 def test_rerun_changed_never_deletes_the_cells_of_methods_outside_the_run(tmp_path):
-    # a folder made before threads were recorded (one folder-wide value or none): rerunning
-    # one method with rerun_changed replaces that method's cells only
+    # a folder whose cells were made with other settings: rerunning one method with
+    # rerun_changed replaces that method's cells only
     evaluate(_tiny(methods=("knn", "linear-model")), tmp_path, progress=False)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     for fingerprint in manifest["settings"]["methods"].values():
-        fingerprint.pop("threads_per_cell")
+        fingerprint["threads_per_cell"] = 2
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     knn_cells = sorted((tmp_path / "cells").glob("*__knn__*.json"))
     before = {path.name: path.read_bytes() for path in knn_cells}
@@ -255,20 +248,10 @@ def test_rerun_changed_never_deletes_the_cells_of_methods_outside_the_run(tmp_pa
     table = pd.read_csv(tmp_path / "results.csv")
     assert sorted(table.method.unique()) == ["knn", "linear-model"] and len(table) == 12
     recorded = json.loads((tmp_path / "manifest.json").read_text())["settings"]["methods"]
-    assert "threads_per_cell" not in recorded["knn"] and recorded["linear-model"]["threads_per_cell"] == 1
+    assert recorded["knn"]["threads_per_cell"] == 2 and recorded["linear-model"]["threads_per_cell"] == 1
     # and a later run of the kept method still sees its cells as made with other settings
-    with pytest.raises(ValueError, match="did not record how many threads"):
+    with pytest.raises(ValueError, match="made with threads_per_cell 2"):
         evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
-
-
-def test_a_folder_wide_thread_count_of_older_manifests_is_read_per_method(tmp_path):
-    evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
-    for fingerprint in manifest["settings"]["methods"].values():
-        fingerprint.pop("threads_per_cell")
-    manifest["settings"]["threads_per_cell"] = 1
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    assert evaluate(_tiny(methods=("knn",)), tmp_path, progress=False).pending == []
 
 
 def test_cli_refuses_to_resume_with_another_thread_count_in_one_line(tmp_path):

@@ -18,7 +18,7 @@ from equibench.evaluate.run_manifest import (
     start_invocation,
 )
 
-SAVED = {"seed": 0, "tables": {"file-a": "1"},
+SAVED = {"seed": 0, "tables": {"file-a": "1"}, "suite": {"name": "s", "tasks": ["1", "2"]},
          "methods": {"knn": {"threads_per_cell": 1},
                      "equitabpfn": {"checkpoint_sha256": "aa", "max_train_rows": 3000, "threads_per_cell": 1}}}
 BOTH = ("knn", "equitabpfn")
@@ -62,15 +62,6 @@ def test_what_no_rerun_can_fix_or_only_a_full_one(changes, message):
 def test_another_thread_count_reruns_every_stored_method_of_the_run():
     assert methods_to_rerun(Path("out"), SAVED, _current(threads=2), set(BOTH), BOTH,
                             rerun_changed=True) == ["equitabpfn", "knn"]
-
-
-def test_a_folder_wide_thread_count_counts_for_every_method():
-    legacy = {"seed": 0, "threads_per_cell": 1, "tables": {"file-a": "1"},
-              "methods": {"knn": {}, "equitabpfn": {"checkpoint_sha256": "aa", "max_train_rows": 3000}}}
-    assert methods_to_rerun(Path("out"), legacy, _current(), set(BOTH), BOTH, rerun_changed=False) == []
-    with pytest.raises(InvalidInputError, match="an older equibench that did not record how many threads"):
-        methods_to_rerun(Path("out"), {**legacy, "threads_per_cell": None} | {"methods": {"knn": {}}}, _current(),
-                         {"knn"}, BOTH, rerun_changed=False)
 
 
 @dataclass(frozen=True)

@@ -164,17 +164,6 @@ def test_config_validation(overrides, message):
         ModelConfig.from_dict({"d_model": 32, "width": 3})
 
 
-def test_the_official_flag_of_earlier_checkpoints_reads_as_the_behaviours_it_switched():
-    released = ModelConfig.from_dict({"d_model": 32, "n_heads": 2, "official": True})
-    assert released.missing_indicator == "standardised" and released.decoder_norm_eps == 1.0
-    assert released.computes_released_network and "official" not in released.to_dict()
-    plain = ModelConfig.from_dict({"d_model": 32, "n_heads": 2, "official": False})
-    assert plain == ModelConfig(d_model=32, n_heads=2) and not plain.computes_released_network
-    assert ModelConfig.from_dict(released.to_dict()) == released
-    with pytest.raises(ValueError, match="official must be true or false"):
-        ModelConfig.from_dict({"official": "yes"})
-
-
 def test_both_networks_provide_the_declared_contract():
     """A network missing a piece of the contract cannot be built."""
     for network_class in (EquiTabPFN, TabPFNStar):
