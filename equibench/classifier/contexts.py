@@ -192,12 +192,12 @@ class ContextStrategy:
             self.prepared[index] = prepared
         return prepared
 
-    def _run_outputs(self, runner: NetworkRunner, index: int, plan: RunPlan, test_values: np.ndarray,
-                     embed: bool = False) -> list[torch.Tensor]:
-        """Each run's logits for the test rows (m, F) against context ``index``, float64 (m, n)
-        with its class rotation undone, or with ``embed`` the decoder's inputs."""
+    def _run_outputs(self, runner: NetworkRunner, plan: RunPlan, prepared: list[PreparedRun],
+                     test_values: np.ndarray, embed: bool = False) -> list[torch.Tensor]:
+        """Each run's logits for the test rows (m, F) against a context's ``prepared`` runs, float64
+        (m, n) with its class rotation undone, or with ``embed`` the decoder's inputs."""
         outputs = []
-        for run, ready in zip(plan.runs, self._prepared_runs(index, plan, runner)):
+        for run, ready in zip(plan.runs, prepared):
             x_test = ready.transform.transform(test_values)  # (m, F_used)
             train = None if ready.encoded is not None else (ready.x_train, torch.from_numpy(run.labels))
             out = runner.run(x_test, run.n_classes, train=train, context=ready.encoded, embed=embed)
@@ -219,19 +219,20 @@ class ContextStrategy:
         with predict_progress(n_rows) as advance:
             for index, all_rows in routes:
                 plan = self.plan_runs(index)
+                prepared = self._prepared_runs(index, plan, runner) if len(plan.present) > 1 else []
                 for start in range(0, len(all_rows), runner.batch_size):  # a batch at a time, for the progress
                     rows = all_rows[start : start + runner.batch_size]
-                    for name, array in self._context_outputs(runner, index, plan, values[rows]).items():
+                    for name, array in self._context_outputs(runner, plan, prepared, values[rows]).items():
                         result[name][np.ix_(rows, plan.present)] = array
                     advance(len(rows))
         return result
 
-    def _context_outputs(self, runner: NetworkRunner, index: int, plan: RunPlan,
+    def _context_outputs(self, runner: NetworkRunner, plan: RunPlan, prepared: list[PreparedRun],
                          test_values: np.ndarray) -> dict[str, np.ndarray]:
         if len(plan.present) == 1:  # one class in the context: it is the answer
             ones = np.ones((len(test_values), 1))
             return {"proba": ones, "log_proba": 0 * ones, "logits": 0 * ones}
-        logits = self._run_outputs(runner, index, plan, test_values)
+        logits = self._run_outputs(runner, plan, prepared, test_values)
         if plan.codebook is None:
             return combine_members(logits, self.temperature)
         symbol_probas = [(symbols, torch.softmax(run_logits / self.temperature, -1).numpy())
@@ -256,7 +257,8 @@ class ContextStrategy:
                     f"{self.class_limit}), so its rows have no per-member logits; use predict_logits or predict_proba, "
                     "or context='subsample'"
                 )
-            for member, logits in enumerate(self._run_outputs(runner, index, plan, values[rows])):
+            prepared = self._prepared_runs(index, plan, runner)
+            for member, logits in enumerate(self._run_outputs(runner, plan, prepared, values[rows])):
                 raw[np.ix_([member], rows, plan.present)] = logits.numpy()[None]
         return raw
 
@@ -370,4 +372,6 @@ class SharedContext(ContextStrategy):
     def embeddings(self, runner: NetworkRunner, values: np.ndarray) -> np.ndarray:
         """(n_members, M, 1+K, d) for EquiTabPFN (whose members never rotate the classes: slot 1+k
         is ``classes_[k]``), (n_members, M, d) for TabPFN* (one token per row)."""
-        return torch.stack(self._run_outputs(runner, 0, self.plan_runs(0), values, embed=True)).numpy()
+        plan = self.plan_runs(0)
+        return torch.stack(self._run_outputs(runner, plan, self._prepared_runs(0, plan, runner), values,
+                                             embed=True)).numpy()

@@ -68,13 +68,11 @@ def decode(codebook: np.ndarray, symbol_probas, max_classes: int) -> np.ndarray:
     the class probabilities."""
     n_classes = codebook.shape[1]
     rest = max_classes - 1 if n_classes > max_classes else None
-    scores, covered = None, np.zeros(n_classes)
+    scores, covered = np.zeros((len(symbol_probas[0][1]), n_classes)), np.zeros(n_classes)
     for row, (present, proba) in zip(codebook, symbol_probas):
         symbol_proba = np.full((proba.shape[0], max_classes), _EPS)
         symbol_proba[:, present] = np.maximum(proba, _EPS)
         own = row != rest
-        if scores is None:
-            scores = np.zeros((proba.shape[0], n_classes))
         scores[:, own] += np.log(symbol_proba[:, row[own]])
         covered[own] += 1
     return scores / np.maximum(covered, 1)

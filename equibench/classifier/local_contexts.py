@@ -45,10 +45,9 @@ class LocalContexts(ContextStrategy):
 
     def _plan(self, values: np.ndarray, labels: np.ndarray) -> list[np.ndarray]:
         self.assignments = np.zeros(len(labels), dtype=np.int64)  # each training row's cluster
-        if values.shape[1] == 0:  # no column varies: nothing is nearer than anything else
-            self.index = None
+        self.index = self._index()
+        if self.index is None:  # no column varies: nothing is nearer than anything else
             return [stratified_subsample(labels, self.max_rows, np.random.RandomState(self.seed))]
-        self.index = NeighbourIndex().fit(values)
         self.assignments, contexts = training_clusters(self.index, self.n_neighbors, self.cluster_size, self.max_rows,
                                                        self.seed)
         return contexts
@@ -59,17 +58,16 @@ class LocalContexts(ContextStrategy):
     def _describe(self) -> str:
         return f"{len(self.contexts)} local contexts of {np.mean([len(c) for c in self.contexts]):.0f} rows on average"
 
+    def _index(self) -> NeighbourIndex | None:
+        """The neighbour index of the encoded training rows (a function of them); None without columns."""
+        return NeighbourIndex().fit(self.values) if self.values.shape[1] else None
+
     def __getstate__(self):
-        state = super().__getstate__()
-        state["index"] = None if self.index is None else self.index.__getstate__()  # the points are rebuilt
-        return state
+        return {**super().__getstate__(), "index": None}  # rebuilt from the rows on load
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        if state["index"] is not None:
-            self.index = NeighbourIndex()
-            self.index.mean_, self.index.scale_ = state["index"]["mean_"], state["index"]["scale_"]
-            self.index.restore(self.values)
+        self.index = self._index()
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {**super().state_arrays(), "assignments": self.assignments,
@@ -77,5 +75,5 @@ class LocalContexts(ContextStrategy):
 
     def _restore_contexts(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
         self.assignments = arrays["assignments"]
-        self.index = NeighbourIndex().fit(self.values) if self.values.shape[1] else None
+        self.index = self._index()
         return np.split(arrays["context_rows"], np.cumsum(arrays["context_sizes"])[:-1])

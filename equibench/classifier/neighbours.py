@@ -31,8 +31,8 @@ class NeighbourIndex:
     (columns with no spread by 1); NaN and +-inf, which the classifier passes to the network's
     missing-value indicator, sit at the column mean here. Ordinal codes of categorical columns
     count as numbers, as the classifier's ordinal encoding presents them; a standardised value
-    beyond ``FAR`` counts as ``FAR``. Neither the rows in the distance space nor the index are
-    pickled: :meth:`restore` rebuilds them from the encoded rows.
+    beyond ``FAR`` counts as ``FAR``. It is a function of the encoded rows alone, so holders
+    rebuild it from them (pickles and fit states keep the rows, not the index).
     """
 
     def fit(self, values: np.ndarray) -> NeighbourIndex:
@@ -43,10 +43,6 @@ class NeighbourIndex:
         self.mean_ = clean.sum(axis=0) / count  # (F,)
         spread = np.sqrt((np.where(finite, values - self.mean_, 0.0) ** 2).sum(axis=0) / count)
         self.scale_ = np.where(spread > 0, spread, 1.0)  # (F,)
-        return self.restore(values)
-
-    def restore(self, values: np.ndarray) -> NeighbourIndex:
-        """The training rows ``values`` (N, F encoded) in the distance space and their index."""
         self.points_ = self.transform(values)  # (N, F) float32
         # brute force (BLAS distance blocks): measured faster than scikit-learn's kd-tree (3x on
         # adult) and faiss-cpu's exact flat index on the large suite (docs/BENCHMARKS.md)
@@ -64,9 +60,6 @@ class NeighbourIndex:
         distances (m, k) and training-row positions (m, k)."""
         with config_context(working_memory=NEIGHBOUR_MEMORY_MB):  # distance blocks of at most this size
             return self.index_.kneighbors(points, n_neighbors=min(n_neighbors, len(self.points_)))
-
-    def __getstate__(self):
-        return {"mean_": self.mean_, "scale_": self.scale_}
 
 
 def union_context(distances: np.ndarray, indices: np.ndarray, max_rows: int) -> np.ndarray:
