@@ -38,7 +38,7 @@ class Method(ABC):
     ``settings`` are the method's typed settings, the class its ``settings`` annotation names
     (its defaults when None); keyword ``changes`` replace some of their fields."""
 
-    name: str = ""
+    name: str = ""  # set by the registry, where each method is named
     settings: Settings
 
     def __init__(self, n_classes: int, seed: int = 0, settings: Settings | None = None, **changes):
@@ -91,22 +91,15 @@ class Method(ABC):
         file), beside its settings; none by default."""
         return {}
 
-    def context_summary(self) -> dict:
-        """For a method whose fitted ``model_`` is an equibench PFN classifier (an ECOC ensemble:
-        its first), how its contexts served the rows of its last predict, as its context strategy
-        recorded them: ``context`` (the strategy used, "subsample" or "local"), ``context_groups``
-        and the mean ``context_rows`` and ``context_classes`` per context; none for the other methods."""
-        model = getattr(self, "model_", None)
-        model = model.estimators_[0] if hasattr(model, "estimators_") else model
-        summary = getattr(getattr(model, "strategy_", None), "last_summary", None)
-        if len(self.seen_classes_) < 2 or summary is None:
-            return {}
-        return {"context": model.context_, **{f"context_{k}": v for k, v in summary.items()}}
+    def diagnostics(self) -> dict:
+        """What the method knows of its last fit and predict beyond the metrics (a cell stores
+        it as its ``diagnostics`` mapping of JSON values); none by default."""
+        return {}
 
     @abstractmethod
     def _fit(self, X: np.ndarray, y: np.ndarray, X_val, y_val, n_seen: int) -> None:
         """Fit on labels ``0..n_seen-1`` (all present in y); X_val/y_val may be None."""
 
-    @abstractmethod
     def _predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """(n, n_seen) probabilities."""
+        """(n, n_seen) probabilities; by default the fitted learner ``model_``'s."""
+        return self.model_.predict_proba(X)

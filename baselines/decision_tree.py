@@ -9,12 +9,8 @@ from .settings import DecisionTreeSettings
 
 
 class DecisionTreeMethod(Method):
-    name = "decision-tree"
     settings: DecisionTreeSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
         self.model_ = DecisionTreeClassifier(max_depth=self.settings.max_depth, random_state=self.seed)
         self.model_.fit(X, y)
-
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)

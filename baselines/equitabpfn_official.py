@@ -9,20 +9,18 @@ are skipped, the official multi-member preprocessing not being reproduced.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from pathlib import Path
 
-from ..classifier import EquiTabPFNClassifier, PretrainingLimitWarning
+from ..classifier import EquiTabPFNClassifier
 from ..classifier.checkpoints import checkpoint_sha256, resolve_checkpoint, shared_network
 from ..errors import CheckpointError, MethodUnavailableError
-from .base import Method
+from ..model import EquiTabPFN
+from .pfn import PFNMethod
 from .settings import OfficialEquiTabPFNSettings
 
-ARCH = "equitabpfn"
 
-
-class OfficialEquiTabPFNMethod(Method):
-    name = "equitabpfn-official"
+class OfficialEquiTabPFNMethod(PFNMethod):
+    arch = EquiTabPFN.arch
     settings: OfficialEquiTabPFNSettings
 
     @classmethod
@@ -31,18 +29,18 @@ class OfficialEquiTabPFNMethod(Method):
         network, when it exists; otherwise as given (its cells are skipped with the reason)."""
         if not settings.checkpoint or not Path(settings.checkpoint).is_file():
             return settings
-        path = resolve_checkpoint(settings.checkpoint, ARCH)
-        if not shared_network(path, ARCH).config.computes_released_network:
+        path = resolve_checkpoint(settings.checkpoint, cls.arch)
+        if not shared_network(path, cls.arch).config.computes_released_network:
             raise CheckpointError(
-                f"weights={{'{cls.name}': {str(path)!r}}} holds an EquiTabPFN trained by equibench, not the authors' "
-                "converted one; write that with `equibench convert-official`, or evaluate this file as "
-                f"weights={{'equitabpfn': {str(path)!r}}}"
+                f"`weights={{{cls.name!r}: {str(path)!r}}}` holds an EquiTabPFN trained by equibench, not the authors' "
+                "converted one; write that with `convert_official`, or evaluate this file as "
+                f"`weights={{'equitabpfn': {str(path)!r}}}`"
             )
         return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=checkpoint_sha256(path))
 
     def _checkpoint(self) -> Path:
         if not self.settings.checkpoint:
-            raise MethodUnavailableError(self.settings.no_weights())
+            raise MethodUnavailableError(self.settings.no_weights(self.name))
         path = Path(self.settings.checkpoint)
         if not path.is_file():
             raise MethodUnavailableError(f"no weights: the converted official checkpoint {str(path)!r} is not a file")
@@ -51,19 +49,13 @@ class OfficialEquiTabPFNMethod(Method):
     def provenance(self) -> dict:
         return {"checkpoint": f"{Path(self.settings.checkpoint).name} (sha256 {self.settings.checkpoint_sha256})"}
 
-    def _fit(self, X, y, X_val, y_val, n_seen):
+    def _model(self, n_seen: int, n_rows: int):
         path = self._checkpoint()
         if self.settings.n_estimators != 1:
             raise MethodUnavailableError("the official checkpoint runs with one member (the paper's setting): its "
                                          "multi-member preprocessing is not reproduced")
-        self.model_ = EquiTabPFNClassifier(
-            checkpoint=shared_network(path, ARCH), n_estimators=1, preprocessing="official",
+        return EquiTabPFNClassifier(
+            checkpoint=shared_network(path, self.arch), n_estimators=1, preprocessing="official",
             device=self.settings.device, max_train_rows=self.settings.max_train_rows, context="subsample",
             random_state=self.seed,
         )  # the paper's protocol: a subsample above the cap
-        with warnings.catch_warnings():  # the context cap and feature selection are the protocol's, not news
-            warnings.simplefilter("ignore", PretrainingLimitWarning)
-            self.model_.fit(X, y)
-
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)

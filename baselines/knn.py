@@ -9,11 +9,7 @@ from .settings import KNNSettings
 
 
 class KNNMethod(Method):
-    name = "knn"
     settings: KNNSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
         self.model_ = KNeighborsClassifier(n_neighbors=min(self.settings.n_neighbors, len(X))).fit(X, y)
-
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)

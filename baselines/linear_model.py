@@ -12,7 +12,6 @@ from .settings import LinearModelSettings
 
 
 class LinearModelMethod(Method):
-    name = "linear-model"
     settings: LinearModelSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
@@ -20,6 +19,3 @@ class LinearModelMethod(Method):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             self.model_.fit(X, y)
-
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)

@@ -67,6 +67,24 @@ def split_validation(X, y, X_val, y_val, seed: int):
     return X[train_idx], y[train_idx], X[val_idx], y[val_idx]
 
 
+def split_tensors(X, y, X_val, y_val, seed: int, device) -> tuple[torch.Tensor, ...]:
+    """:func:`split_validation`'s (X, y, X_val, y_val) as tensors on ``device``: features
+    float32 (n, F), labels int64 (n,)."""
+    arrays = split_validation(X, y, X_val, y_val, seed)
+    dtypes = (torch.float32, torch.long, torch.float32, torch.long)
+    return tuple(torch.as_tensor(a, dtype=dtype, device=device) for a, dtype in zip(arrays, dtypes))
+
+
+def mlp(n_in: int, hidden, n_out: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """Linear layers of the widths ``hidden``, each followed by ``activation``, then a linear
+    output layer: (B, n_in) -> (B, n_out)."""
+    layers, width = [], n_in
+    for units in hidden:
+        layers += [nn.Linear(width, units), activation()]
+        width = units
+    return nn.Sequential(*layers, nn.Linear(width, n_out))
+
+
 def minibatches(n: int, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
     """One epoch of shuffled row indices; a trailing batch of one row joins the previous
     batch (batch normalisation cannot train on a single row)."""
@@ -147,31 +165,16 @@ def logits_torch(module: nn.Module, X: torch.Tensor, batch_size: int = 4096) -> 
 
 
 def fit_torch_classifier(
-    module: nn.Module,
-    X: np.ndarray,
-    y: np.ndarray,
-    X_val: np.ndarray | None = None,
-    y_val: np.ndarray | None = None,
-    *,
-    lr: float,
-    seed: int,
-    batch_size: int = BATCH_SIZE,
-    max_epochs: int = MAX_EPOCHS,
-    patience: int = PATIENCE,
-    weight_decay: float = 0.0,
-    extra_loss: Callable[[], torch.Tensor] | None = None,
-    device: str | torch.device = "cpu",
+    module: nn.Module, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None, y_val: np.ndarray | None = None,
+    *, seed: int, extra_loss: Callable[[], torch.Tensor] | None = None, device: str | torch.device = "cpu", **loop,
 ) -> TrainingLog:
     """Train ``module`` ((B, F) -> (B, S) logits) with cross-entropy and early stopping on
-    the validation cross-entropy. ``extra_loss()`` (e.g. a sparsity regulariser) is added
+    the validation cross-entropy: :func:`train_with_early_stopping` with the options ``loop``
+    (``lr``, ``batch_size``, ...). ``extra_loss()`` (e.g. a sparsity regulariser) is added
     to every training batch's loss, not to the validation loss. X float32 (n, F), y int
     labels 0..S-1; without validation data 10% of the rows are held out."""
-    X, y, X_val, y_val = split_validation(X, y, X_val, y_val, seed)
     module.to(device)
-    X_t = torch.as_tensor(X, dtype=torch.float32, device=device)  # (n, F)
-    y_t = torch.as_tensor(y, dtype=torch.long, device=device)  # (n,)
-    Xv_t = torch.as_tensor(X_val, dtype=torch.float32, device=device)  # (n_val, F)
-    yv_t = torch.as_tensor(y_val, dtype=torch.long, device=device)  # (n_val,)
+    X_t, y_t, Xv_t, yv_t = split_tensors(X, y, X_val, y_val, seed, device)
 
     def batch_loss(idx, generator):
         idx = idx.to(device)
@@ -181,10 +184,7 @@ def fit_torch_classifier(
     def val_loss():
         return F.cross_entropy(logits_torch(module, Xv_t), yv_t)
 
-    return train_with_early_stopping(
-        module, batch_loss, val_loss, len(y_t), lr=lr, seed=seed, batch_size=batch_size,
-        max_epochs=max_epochs, patience=patience, weight_decay=weight_decay, device=device,
-    )
+    return train_with_early_stopping(module, batch_loss, val_loss, len(y_t), seed=seed, device=device, **loop)
 
 
 def predict_proba_torch(

@@ -9,7 +9,6 @@ from .settings import RandomForestSettings
 
 
 class RandomForestMethod(Method):
-    name = "random-forest"
     settings: RandomForestSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
@@ -17,6 +16,3 @@ class RandomForestMethod(Method):
             n_estimators=self.settings.n_estimators, max_depth=self.settings.max_depth,
             random_state=self.seed, n_jobs=1,
         ).fit(X, y)
-
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)

@@ -1,6 +1,6 @@
-"""Every evaluated method by CLI name: label, settings, cost, implementation; its optional
-package and the weights it takes from the user are declared by its settings class
-(:class:`~.settings.Requirement`, :class:`~.settings.UserWeights`) and read here.
+"""Every evaluated method by CLI name, the one place a method is named: label, settings, cost,
+implementation; its optional package and the weights it takes from the user are declared by its
+settings class (:class:`~.settings.Requirement`, :class:`~.settings.UserWeights`) and read here.
 
 Each entry reaches its implementation through a small function with a plain import: the
 edge is static, and deferred so that `equibench methods` lists the registry without numpy,
@@ -18,11 +18,13 @@ from ..errors import InvalidInputError
 from .settings import (
     DecisionTreeSettings,
     EnsembleSettings,
-    EquiTabPFNSettings,
+    FinetunedPFNSettings,
     KNNSettings,
     LinearModelSettings,
+    MethodOptions,
     MLPSettings,
     OfficialEquiTabPFNSettings,
+    PFNSettings,
     RandomForestSettings,
     Requirement,
     RtdlMLPSettings,
@@ -32,7 +34,6 @@ from .settings import (
     TabICLSettings,
     TabNetSettings,
     TabPFNSettings,
-    TabPFNStarSettings,
     TabPFNv1Settings,
     TabPFNv2Settings,
     UserWeights,
@@ -50,11 +51,25 @@ class MethodSpec:
     name: str  # CLI name, also the ``method`` column of the results
     label: str  # display name in tables and figures
     settings: type[Settings]
-    implementation: Callable[[], type]  # the method's class (a ``base.Method``)
+    load: Callable[[], type]  # imports the method's class (a ``base.Method``)
     # run time per train row per class (and per ensemble member) in microseconds: medians of
     # the committed results (2-core CPU; TabPFN v1/v2 assumed like TabPFN*); orders cells
     # longest-first on parallel backends
     cost: float
+
+    def implementation(self) -> type:
+        """The method's class, its ``name`` this entry's."""
+        method = self.load()
+        method.name = self.name
+        return method
+
+    def given_weights(self, options: MethodOptions) -> str | None:
+        """The method's weights: ``options.weights[name]``, else its environment variable
+        (``weights.env``) when set and not empty, else None."""
+        if self.name in options.weights:
+            return options.weights[self.name]
+        env = self.weights.env if self.weights else None
+        return (os.environ.get(env) if env else None) or None
 
     @property
     def requires(self) -> Requirement | None:
@@ -82,14 +97,20 @@ class MethodSpec:
         """Whether the method runs only with weights the user supplies."""
         return issubclass(self.settings, UserWeightsSettings)
 
-    def no_weights(self) -> str:
-        """Why a cell of this method was skipped without weights, and how to give them."""
-        return self.settings.no_weights()
-
 
 def _equitabpfn():
-    from .equitabpfn import EquiTabPFNMethod
+    from .pfn import EquiTabPFNMethod
     return EquiTabPFNMethod
+
+
+def _equitabpfn_ft():
+    from .pfn import FinetunedEquiTabPFNMethod
+    return FinetunedEquiTabPFNMethod
+
+
+def _tabpfn_star_ft():
+    from .pfn import FinetunedTabPFNStarMethod
+    return FinetunedTabPFNStarMethod
 
 
 def _equitabpfn_official():
@@ -98,7 +119,7 @@ def _equitabpfn_official():
 
 
 def _tabpfn_star():
-    from .tabpfn_star import TabPFNStarMethod
+    from .pfn import TabPFNStarMethod
     return TabPFNStarMethod
 
 
@@ -180,8 +201,11 @@ def _vime():
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in [
-        MethodSpec("equitabpfn", "EquiTabPFN", EquiTabPFNSettings, _equitabpfn, cost=170),
-        MethodSpec("tabpfn-star", "TabPFN*" + ECOC_NOTE, TabPFNStarSettings, _tabpfn_star, cost=50),
+        MethodSpec("equitabpfn", "EquiTabPFN", PFNSettings, _equitabpfn, cost=170),
+        MethodSpec("tabpfn-star", "TabPFN*" + ECOC_NOTE, PFNSettings, _tabpfn_star, cost=50),
+        # cost: about the fine-tuning's time limit on a table of 1,000 rows and 10 classes
+        MethodSpec("equitabpfn-ft", "EquiTabPFN fine-tuned", FinetunedPFNSettings, _equitabpfn_ft, cost=10000),
+        MethodSpec("tabpfn-star-ft", "TabPFN* fine-tuned", FinetunedPFNSettings, _tabpfn_star_ft, cost=10000),
         # cost: EquiTabPFN's scaled by the width and depth (d 512 vs 128, 6 vs 4 layers), not measured
         MethodSpec("equitabpfn-official", "EquiTabPFN (official weights)", OfficialEquiTabPFNSettings,
                    _equitabpfn_official, cost=4000),
@@ -225,14 +249,16 @@ def check_weights(weights) -> None:
     for name in weights:
         if name not in METHODS or METHODS[name].weights is None:
             what = "takes no weights" if name in METHODS else "is not a method"
-            raise InvalidInputError(f"weights: {name!r} {what}; the methods that take weights: {takers}")
+            raise InvalidInputError(f"`weights`: {name!r} {what}; the methods that take weights: {takers}")
 
 
 def check_weight_paths(weights) -> None:
-    """Refuse ``weights`` (``MethodOptions.weights``) that give a method run only on the user's
-    weights a path that is missing or of the wrong kind (a file for FILE, a folder for DIR): a
-    typo is bad input, not cells skipped (without weights, or with an environment variable's
-    stale path, its cells are skipped). The other methods resolve their checkpoint names themselves."""
+    """Refuse ``weights`` (``MethodOptions.weights``) that :func:`check_weights` refuses, and those
+    that give a method run only on the user's weights a path that is missing or of the wrong kind
+    (a file for FILE, a folder for DIR): a typo is bad input, not cells skipped (without weights,
+    or with an environment variable's stale path, its cells are skipped). The other methods
+    resolve their checkpoint names themselves."""
+    check_weights(weights)
     for name, path in weights.items():
         spec = METHODS.get(name)
         if spec is None or not spec.needs_weights:
@@ -242,5 +268,5 @@ def check_weight_paths(weights) -> None:
             continue
         kind = "folder" if folder else "file"
         found = "no such file or folder" if not os.path.exists(path) else f"a {'file' if folder else 'folder'}, not a {kind}"
-        raise InvalidInputError(f"weights={{{name!r}: {str(path)!r}}}: {found}; give {spec.weights.what}, or leave "
+        raise InvalidInputError(f"`weights={{{name!r}: {str(path)!r}}}`: {found}; give {spec.weights.what}, or leave "
                                 f"it out to skip {name}'s cells")

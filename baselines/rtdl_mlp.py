@@ -18,20 +18,13 @@ from .settings import RtdlMLPSettings
 class RtdlMLPMethod(TorchMethod):
     """:class:`~.settings.RtdlMLPSettings`."""
 
-    name = "rtdl-mlp"
     settings: RtdlMLPSettings
 
     def build(self, n_features, n_seen):
         with optional_import(self.name, self.settings.requires):
             import rtdl_revisiting_models as rtdl
-        layers, dropout = list(self.settings.layers), self.settings.dropout
-        blocks, width = [], n_features
-        for i, d_block in enumerate(layers):
-            last = i == len(layers) - 1
-            blocks.append(
-                rtdl.MLP(
-                    d_in=width, d_out=n_seen if last else None, n_blocks=1, d_block=d_block, dropout=dropout
-                )
-            )
-            width = d_block
+        layers, dropout = self.settings.layers, self.settings.dropout
+        d_outs = (None,) * (len(layers) - 1) + (n_seen,)  # the last block carries the output layer
+        blocks = [rtdl.MLP(d_in=d_in, d_out=d_out, n_blocks=1, d_block=d_block, dropout=dropout)
+                  for d_in, d_block, d_out in zip((n_features, *layers), layers, d_outs)]
         return nn.Sequential(*blocks)  # (B, F) -> (B, S)

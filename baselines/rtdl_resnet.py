@@ -12,7 +12,6 @@ from .settings import RtdlResNetSettings
 class RtdlResNetMethod(TorchMethod):
     """:class:`~.settings.RtdlResNetSettings`."""
 
-    name = "rtdl-resnet"
     settings: RtdlResNetSettings
 
     def build(self, n_features, n_seen):

@@ -1,7 +1,8 @@
 """The typed settings of every evaluated method, and the run options they are made from.
 
-A method's settings are a frozen dataclass; the registry names each method's class. A run
-turns its :class:`MethodOptions` into settings once (``from_options``), the PFN methods
+A method's settings are a frozen dataclass; the registry names each method's class (one class
+may serve several methods: EquiTabPFN and TabPFN*). A run turns its :class:`MethodOptions` into
+settings once (``from_options``, given the method's weights), the PFN methods
 resolve and check their checkpoint once (``Method.prepare``), and the ensemble methods get one
 settings per ensemble size (``variants``). A cell's ``variant`` (the last part of its stored
 name) is derived from its settings: ``EnsembleSettings(n_estimators=4).variant == "n4"``.
@@ -56,8 +57,8 @@ class Requirement:
 @dataclass(frozen=True)
 class UserWeights:
     """The weights a method takes from the user: ``MethodOptions.weights[name]`` (``--weights
-    NAME=PATH``), else the environment variable ``env``; its settings' ``from_options`` reads
-    them with ``cls.given_weights(options)``."""
+    NAME=PATH``), else the environment variable ``env``; its settings' ``from_options`` gets
+    them (``registry.MethodSpec.given_weights``)."""
 
     what: str  # what PATH is, for --help and the reason of cells skipped without it
     metavar: str = "FILE"  # FILE or DIR, in --help and messages
@@ -70,7 +71,7 @@ class MethodOptions:
 
     ensembles: tuple[int, ...] = (1,)  # ensemble sizes of the PFN methods: one variant each
     # method name -> its weights (a file or folder, see :class:`UserWeights`): the methods of
-    # ``registry.weights_methods()`` (``registry.check_weights``); see ``Settings.given_weights``
+    # ``registry.weights_methods()`` (``registry.check_weights``); see ``MethodSpec.given_weights``
     weights: dict[str, str] = dataclasses.field(default_factory=dict)
     max_train_rows: int = MAX_TRAIN_ROWS
     device: str = "cpu"  # of the PFN methods
@@ -83,14 +84,14 @@ class MethodOptions:
         repeated = sorted({context for context in self.contexts if self.contexts.count(context) > 1})
         if not self.contexts or unknown:
             got = f"{unknown[0]!r} is not a context strategy" if unknown else "none given"
-            raise InvalidInputError(f"contexts: {got}; choose from {', '.join(CONTEXTS)} (several: e.g. auto,subsample)")
+            raise InvalidInputError(f"`contexts`: {got}; choose from {', '.join(CONTEXTS)} (several: e.g. auto,subsample)")
         if repeated:
-            raise InvalidInputError(f"contexts lists {', '.join(map(repr, repeated))} more than once; give each once")
+            raise InvalidInputError(f"`contexts` lists {', '.join(map(repr, repeated))} more than once; give each once")
         if self.max_train_rows < 1:
-            raise InvalidInputError(f"max_train_rows must be positive, got {self.max_train_rows}")
+            raise InvalidInputError(f"`max_train_rows` must be positive, got {self.max_train_rows}")
         if not isinstance(self.weights, Mapping) or not all(
                 isinstance(name, str) and isinstance(path, (str, os.PathLike)) for name, path in self.weights.items()):
-            raise InvalidInputError(f"weights must map method names to paths, got {self.weights!r}")
+            raise InvalidInputError(f"`weights` must map method names to paths, got {self.weights!r}")
         object.__setattr__(self, "weights", {name: os.fspath(path) for name, path in self.weights.items()})
 
 
@@ -98,33 +99,24 @@ class MethodOptions:
 class Settings:
     """Settings of a method whose run options change nothing: one variant, ``default``.
 
-    The class also declares what the registry lists about its method: the optional package
-    it imports (``requires``) and, for a method that takes weights from the user, what they
-    are (``user_weights``) under the method's name (``method``)."""
+    The class also declares what the registry lists about its methods: the optional package
+    they import (``requires``) and, for methods that take weights from the user, what they
+    are (``user_weights``)."""
 
     requires: ClassVar[Requirement | None] = None
-    method: ClassVar[str] = ""  # the registry's name, for the methods that take weights
     user_weights: ClassVar[UserWeights | None] = None
 
     @classmethod
-    def given_weights(cls, options: MethodOptions) -> str | None:
-        """The method's weights: ``options.weights[method]``, else its environment variable
-        (``user_weights.env``) when set and not empty, else None."""
-        if cls.method in options.weights:
-            return options.weights[cls.method]
-        env = cls.user_weights.env if cls.user_weights else None
-        return (os.environ.get(env) if env else None) or None
-
-    @classmethod
-    def no_weights(cls) -> str:
-        """Why a cell of this method was skipped without weights, and how to give them."""
+    def no_weights(cls, method: str) -> str:
+        """Why a cell of ``method`` was skipped without weights, and how to give them."""
         weights = cls.user_weights
         env = f" or set {weights.env}" if weights.env else ""
-        # in the command's words: the reason is stored in the results, read in results.csv and REPORT.md
-        return f"no weights: pass --weights {cls.method}={weights.metavar}{env}: {weights.what}"
+        # the parameter, stored in the results (results.csv, REPORT.md); the CLI writes it as its flag
+        return f"no weights: pass `weights={{{method!r}: {weights.metavar!r}}}`{env}: {weights.what}"
 
     @classmethod
-    def from_options(cls, options: MethodOptions) -> Settings:
+    def from_options(cls, options: MethodOptions, weights: str | None = None) -> Settings:
+        """The settings of a run's ``options``, with the method's ``weights`` (a path) when it takes some."""
         return cls()
 
     @property
@@ -169,16 +161,12 @@ def ensemble_size(variant: str) -> int | None:
     return int(digits) if variant.startswith(_ENSEMBLE_PREFIX) and digits.isdecimal() else None
 
 
-def context_strategy(variant: str) -> str:
-    """The context strategy a stored PFN variant names: ``n4-subsample`` -> "subsample", ``n4`` -> "auto"."""
-    _, _, strategy = variant.partition("-")
-    return strategy or "auto"
-
-
 @dataclass(frozen=True)
 class PFNSettings(EnsembleSettings):
     """EquiTabPFN and TabPFN*: a checkpoint file (``default``: the packaged one, resolved by
     the method's ``prepare``), the context cap and the device."""
+
+    user_weights = UserWeights("a checkpoint file of the method's network, by default the packaged one (`default`)")
 
     checkpoint: str = "default"
     max_train_rows: int = MAX_TRAIN_ROWS
@@ -215,25 +203,22 @@ class PFNSettings(EnsembleSettings):
         return min(n_train, self.max_train_rows) * self.n_estimators
 
     @classmethod
-    def from_options(cls, options: MethodOptions) -> Settings:
-        checkpoint = cls.given_weights(options)
-        return cls(checkpoint="default" if checkpoint is None else checkpoint, max_train_rows=options.max_train_rows,
+    def from_options(cls, options: MethodOptions, weights: str | None = None) -> Settings:
+        return cls(checkpoint="default" if weights is None else weights, max_train_rows=options.max_train_rows,
                    device=options.device, contexts=tuple(options.contexts))
 
 
 @dataclass(frozen=True)
-class EquiTabPFNSettings(PFNSettings):
-    method = "equitabpfn"
-    user_weights = UserWeights("an EquiTabPFN checkpoint file, by default the packaged one (`default`)")
+class FinetunedPFNSettings(PFNSettings):
+    """EquiTabPFN and TabPFN* fine-tuned on each fold's training rows with the fine-tuned
+    classifiers' defaults, which the fingerprint records."""
+
+    def fingerprint(self) -> dict:
+        from ..classifier.finetune import fine_tuning_defaults
+
+        return {**super().fingerprint(), "fine_tuning": fine_tuning_defaults()}
 
 
-@dataclass(frozen=True)
-class TabPFNStarSettings(PFNSettings):
-    method = "tabpfn-star"
-    user_weights = UserWeights("a TabPFN* checkpoint file, by default the packaged one (`default`)")
-
-
-@dataclass(frozen=True)
 class UserWeightsSettings(EnsembleSettings):
     """A pretrained model whose weights only the user supplies (never downloaded), else skipped."""
 
@@ -244,14 +229,14 @@ _TABPFN_ENV = "EQUIBENCH_TABPFN_WEIGHTS"  # TabPFN v1's and v2's: one folder may
 @dataclass(frozen=True)
 class ExternalTabPFNSettings(UserWeightsSettings):
     """TabPFN through the tabpfn package: the user's weights (None: skipped), a folder for v1/v2
-    (each version's own: that of ``method``), a checkpoint file of any version for ``tabpfn``."""
+    (each version's own), a checkpoint file of any version for ``tabpfn``."""
 
     tabpfn_weights: str | None = None
     device: str = "cpu"
 
     @classmethod
-    def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(tabpfn_weights=cls.given_weights(options), device=options.device)
+    def from_options(cls, options: MethodOptions, weights: str | None = None) -> Settings:
+        return cls(tabpfn_weights=weights, device=options.device)
 
     def fingerprint(self) -> dict:
         return {"tabpfn_weights": self.tabpfn_weights}
@@ -259,7 +244,6 @@ class ExternalTabPFNSettings(UserWeightsSettings):
 
 @dataclass(frozen=True)
 class TabPFNv1Settings(ExternalTabPFNSettings):
-    method = "tabpfn-v1"
     requires = Requirement("tabpfn", "tabpfn<2")
     user_weights = UserWeights("a folder with the TabPFN v1 weights "
                                "(models_diff/prior_diff_real_checkpoint_n_0_epoch_42.cpkt)", "DIR", _TABPFN_ENV)
@@ -267,14 +251,12 @@ class TabPFNv1Settings(ExternalTabPFNSettings):
 
 @dataclass(frozen=True)
 class TabPFNv2Settings(ExternalTabPFNSettings):
-    method = "tabpfn-v2"
     requires = Requirement("tabpfn", "tabpfn>=2")
     user_weights = UserWeights("a folder with the TabPFN v2 weights (tabpfn-v2-classifier*.ckpt)", "DIR", _TABPFN_ENV)
 
 
 @dataclass(frozen=True)
 class TabPFNSettings(ExternalTabPFNSettings):
-    method = "tabpfn"  # a classifier checkpoint of any version the installed tabpfn reads (v2, v2.5, v3, ...)
     requires = Requirement("tabpfn", "tabpfn>=2")
     user_weights = UserWeights("a TabPFN classifier checkpoint file of a version the installed tabpfn reads, .ckpt "
                                "or .safetensors (e.g. tabpfn-v2.5-classifier-v2.5_default.ckpt)",
@@ -286,7 +268,6 @@ class TabICLSettings(UserWeightsSettings):
     """TabICL: the user's checkpoint file (None: the cells are skipped), its sha256 (set by
     the method's ``prepare``) and the device; ``n_estimators`` is TabICL's ensemble size."""
 
-    method = "tabicl"
     requires = Requirement("tabicl", "tabicl")
     user_weights = UserWeights("a TabICL checkpoint file in the tabicl package's format (e.g. "
                                "tabicl-classifier-v2-20260212.ckpt), never downloaded", env="EQUIBENCH_TABICL_CHECKPOINT")
@@ -296,8 +277,8 @@ class TabICLSettings(UserWeightsSettings):
     device: str = "cpu"
 
     @classmethod
-    def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(checkpoint=cls.given_weights(options), device=options.device)
+    def from_options(cls, options: MethodOptions, weights: str | None = None) -> Settings:
+        return cls(checkpoint=weights, device=options.device)
 
     def fingerprint(self) -> dict:
         """The checkpoint; with one, also its sha256 and the package version that runs it."""
@@ -319,7 +300,6 @@ class OfficialEquiTabPFNSettings(UserWeightsSettings):
     (None: the cells are skipped), its sha256 (set by the method's ``prepare``), the context cap
     and the device. Only the one-member variant runs (the official one-member preprocessing)."""
 
-    method = "equitabpfn-official"
     user_weights = UserWeights("the authors' EquiTabPFN checkpoint as `equibench convert-official` wrote it",
                                env="EQUIBENCH_OFFICIAL_CHECKPOINT")
 
@@ -329,9 +309,8 @@ class OfficialEquiTabPFNSettings(UserWeightsSettings):
     device: str = "cpu"
 
     @classmethod
-    def from_options(cls, options: MethodOptions) -> Settings:
-        return cls(checkpoint=cls.given_weights(options), max_train_rows=options.max_train_rows,
-                   device=options.device)
+    def from_options(cls, options: MethodOptions, weights: str | None = None) -> Settings:
+        return cls(checkpoint=weights, max_train_rows=options.max_train_rows, device=options.device)
 
     def fingerprint(self) -> dict:
         sha256 = self.checkpoint_sha256[:16] if self.checkpoint_sha256 else None

@@ -16,7 +16,7 @@ import math
 import torch
 from torch import nn
 
-from .neural import TorchMethod
+from .neural import TorchMethod, mlp
 from .settings import STGSettings
 
 
@@ -48,12 +48,7 @@ class STGNetwork(nn.Module):
     def __init__(self, n_features: int, n_classes: int, hidden=(60, 20), sigma: float = 0.5):
         super().__init__()
         self.gates = StochasticGates(n_features, sigma)
-        layers, width = [], n_features
-        for h in hidden:
-            layers += [nn.Linear(width, h), nn.Tanh()]
-            width = h
-        layers.append(nn.Linear(width, n_classes))
-        self.mlp = nn.Sequential(*layers)
+        self.mlp = mlp(n_features, hidden, n_classes, nn.Tanh)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mlp(self.gates(x))  # (B, F) -> (B, F) -> (B, S)
@@ -64,7 +59,6 @@ class STGMethod(TorchMethod):
     (without the regulariser). Fitted: ``gate_values_`` (F,), the eval-time gates (0 =
     feature dropped)."""
 
-    name = "stg"
     settings: STGSettings
 
     def build(self, n_features, n_seen):

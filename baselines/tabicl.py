@@ -12,24 +12,16 @@ The checkpoint is a ``torch.save`` file in the package's own format, a dict with
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from importlib import metadata
 from pathlib import Path
 
+from ..classifier.checkpoints import checkpoint_sha256
 from ..errors import CheckpointError, MethodUnavailableError
 from .base import Method, optional_import
 from .settings import TabICLSettings
 
 #: The package's name for a checkpoint given by path (its loader checks the name before the path).
 _CHECKPOINT_VERSION = "tabicl-classifier-v2-20260212.ckpt"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 #: The top-level modules of a TabICL network: every key of a checkpoint's ``state_dict`` starts with one.
@@ -46,7 +38,7 @@ def _check_format(path: Path) -> None:
         advice = advice or ("give the .ckpt file of the tabicl package's format (a torch file holding a dict with "
                             "`config`, the TabICL network's settings, and its `state_dict`, e.g. "
                             "tabicl-classifier-v2-20260212.ckpt), or leave the option out to skip TabICL")
-        return CheckpointError(f"weights={{'tabicl': {str(path)!r}}} is not a TabICL checkpoint: it {finding}; {advice}")
+        return CheckpointError(f"`weights={{'tabicl': {str(path)!r}}}` is not a TabICL checkpoint: it {finding}; {advice}")
 
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
@@ -58,7 +50,7 @@ def _check_format(path: Path) -> None:
     if isinstance(checkpoint.get("arch"), str):
         arch = checkpoint["arch"]
         raise refuse(f"is an equibench {arch} checkpoint",
-                     f"evaluate it as weights={{'{arch}': {str(path)!r}}}, and give TabICL a file of the tabicl "
+                     f"evaluate it as `weights={{{arch!r}: {str(path)!r}}}`, and give TabICL a file of the tabicl "
                      "package's format (e.g. tabicl-classifier-v2-20260212.ckpt)")
     state = checkpoint["state_dict"]
     if not isinstance(checkpoint["config"], dict) or not isinstance(state, dict) or not state or \
@@ -68,7 +60,6 @@ def _check_format(path: Path) -> None:
 
 
 class TabICLMethod(Method):
-    name = "tabicl"
     settings: TabICLSettings
 
     @classmethod
@@ -79,11 +70,11 @@ class TabICLMethod(Method):
             return settings
         path = Path(settings.checkpoint).resolve()
         _check_format(path)
-        return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=_sha256(path))
+        return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=checkpoint_sha256(path))
 
     def _checkpoint(self) -> Path:
         if not self.settings.checkpoint:
-            raise MethodUnavailableError(self.settings.no_weights())
+            raise MethodUnavailableError(self.settings.no_weights(self.name))
         path = Path(self.settings.checkpoint)
         if not path.is_file():
             raise MethodUnavailableError(f"no weights: the TabICL checkpoint {str(path)!r} is not a file")
@@ -107,6 +98,3 @@ class TabICLMethod(Method):
             use_amp=False, offload_mode=False, random_state=self.seed,  # n_jobs None: the cell sets the threads
         )
         self.model_.fit(X, y)
-
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)

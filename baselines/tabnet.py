@@ -74,7 +74,6 @@ class TabNetMethod(Method):
     """:class:`~.settings.TabNetSettings`. Fitted: ``model_`` (the TabNetClassifier),
     ``epochs_trained_``."""
 
-    name = "tabnet"
     settings: TabNetSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):

@@ -40,7 +40,7 @@ class _ExternalTabPFN(Method):
     def _weights(self) -> Path:
         directory = self.settings.tabpfn_weights
         if not directory:
-            raise MethodUnavailableError(self.settings.no_weights())
+            raise MethodUnavailableError(self.settings.no_weights(self.name))
         directory = Path(directory)
         path = directory / V1_WEIGHTS if self.major == 1 else _v2_weights(directory)
         if path is None or not path.is_file():
@@ -70,12 +70,8 @@ class _ExternalTabPFN(Method):
         self.model_ = ecoc_beyond(self._network, n_seen, MAX_CLASSES, self.settings.n_estimators, self.seed)
         self.model_.fit(X, y)
 
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)
-
 
 class TabPFNv1Method(_ExternalTabPFN):
-    name = "tabpfn-v1"
     major = 1
     settings: TabPFNv1Settings
 
@@ -88,7 +84,6 @@ class TabPFNv1Method(_ExternalTabPFN):
 
 
 class TabPFNv2Method(_ExternalTabPFN):
-    name = "tabpfn-v2"
     major = 2
     settings: TabPFNv2Settings
 
@@ -108,13 +103,12 @@ def _model_version(network) -> str:
 
 
 class TabPFNMethod(TabPFNv2Method):
-    name = "tabpfn"
     settings: TabPFNSettings
 
     def _weights(self) -> Path:
         path = self.settings.tabpfn_weights
         if not path:
-            raise MethodUnavailableError(self.settings.no_weights())
+            raise MethodUnavailableError(self.settings.no_weights(self.name))
         if not Path(path).is_file():
             raise MethodUnavailableError(f"no weights: the {self.name} checkpoint {str(path)!r} is not a file")
         return Path(path)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import Method
-from .neural import logits_torch, predict_proba_torch, split_validation, torch_seed, train_with_early_stopping
+from .neural import logits_torch, mlp, predict_proba_torch, split_tensors, torch_seed, train_with_early_stopping
 from .settings import VIMESettings
 
 
@@ -68,13 +68,7 @@ class VIMEClassifier(nn.Module):
     def __init__(self, encoder: nn.Module, hidden: int, predictor_hidden: int, n_classes: int):
         super().__init__()
         self.encoder = encoder.requires_grad_(False)
-        self.predictor = nn.Sequential(
-            nn.Linear(hidden, predictor_hidden),
-            nn.ReLU(),
-            nn.Linear(predictor_hidden, predictor_hidden),
-            nn.ReLU(),
-            nn.Linear(predictor_hidden, n_classes),
-        )
+        self.predictor = mlp(hidden, (predictor_hidden, predictor_hidden), n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.predictor(self.encoder(x))
@@ -84,7 +78,6 @@ class VIMEMethod(Method):
     """:class:`~.settings.VIMESettings`. Fitted: ``module_``, ``pretrain_log_``, ``log_``,
     ``pretrain_epochs_trained_`` and ``epochs_trained_`` (semi-supervised stage)."""
 
-    name = "vime"
     settings: VIMESettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
@@ -94,11 +87,7 @@ class VIMEMethod(Method):
         hidden = s.encoder_hidden if s.encoder_hidden is not None else X.shape[1]
         max_epochs = s.max_epochs
         loop = {"lr": s.lr, "seed": self.seed, "batch_size": s.batch_size, "patience": s.patience, "device": device}
-        X, y, X_val, y_val = split_validation(X, y, X_val, y_val, self.seed)
-        X_t = torch.as_tensor(X, dtype=torch.float32, device=device)  # (n, F)
-        y_t = torch.as_tensor(y, dtype=torch.long, device=device)  # (n,)
-        Xv_t = torch.as_tensor(X_val, dtype=torch.float32, device=device)  # (n_val, F)
-        yv_t = torch.as_tensor(y_val, dtype=torch.long, device=device)  # (n_val,)
+        X_t, y_t, Xv_t, yv_t = split_tensors(X, y, X_val, y_val, self.seed, device)  # (n, F), (n,), (v, F), (v,)
         unlabelled = X_t  # (U, F): the training rows, as TabZilla does
         generator = torch.Generator().manual_seed(self.seed + 1)  # fixed validation corruption
 

@@ -10,7 +10,6 @@ from .settings import XGBoostSettings
 
 
 class XGBoostMethod(Method):
-    name = "xgboost"
     settings: XGBoostSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
@@ -24,6 +23,3 @@ class XGBoostMethod(Method):
             objective="binary:logistic" if n_seen == 2 else "multi:softprob",
         )
         self.model_.fit(X, y, eval_set=[(X_val, y_val)] if validation else None, verbose=False)
-
-    def _predict_proba(self, X):
-        return self.model_.predict_proba(X)

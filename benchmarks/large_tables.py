@@ -236,9 +236,7 @@ def trade_one(spec: dict) -> dict:
 def local_predict_flops(model, X_test) -> float:
     """The model FLOPs of a low_memory local predict of X_test: per context reached and member,
     the forward pass over its rows and each batch of the test rows routed to it."""
-    from equibench.pretrain.flops import forward_flops
-
-    strategy, config = model.strategy_, model.model_.config
+    strategy = model.strategy_
     total = 0.0
     for index, rows in strategy.route(model._encoded(X_test)):
         n_rows, n_local = len(strategy.contexts[index]), len(np.unique(strategy.labels[strategy.contexts[index]]))
@@ -246,7 +244,7 @@ def local_predict_flops(model, X_test) -> float:
             continue
         for start in range(0, len(rows), model.batch_size):
             m = len(rows[start : start + model.batch_size])
-            total += strategy.n_members * forward_flops(model._arch, config, n_rows + m, n_rows, n_local)
+            total += strategy.n_members * model.model_.forward_flops(n_rows + m, n_rows, n_local)
     return total
 
 

@@ -4,7 +4,7 @@ prior's datasets/s, in one run.
 Training: full steps (forward and backward in the run's precision, gradient clipping, the
 run's optimizer) on 8 batches drawn from the prior beforehand, for ``--seconds``. The model
 FLOPs of each dataset come from the model's shape and the dataset's rows, train rows and
-classes (``equibench.pretrain.flops``: three forward passes' matrix products); MFU is the
+classes (the network's ``training_flops``: three forward passes' matrix products); MFU is the
 achieved model FLOP/s over the device's peak, ``--peak-tflops``, by default NVIDIA's dense
 bf16 (with autocast) or fp32 figure for the GPUs in ``PEAK_TFLOPS``; elsewhere MFU needs
 ``--peak-tflops``. Prior: the stream the run draws (in its process, or by its prior workers),
@@ -36,7 +36,6 @@ from recording import add_record_flag, publish, section
 from equibench.devices import resolve_device
 from equibench.model import build_model, count_parameters, size_config
 from equibench.pretrain import Recipe, TrainConfig, batch_loss, build_optimizer, load_recipe, prior_at
-from equibench.pretrain.flops import training_flops
 from equibench.pretrain.loop import prior_batches
 from equibench.prior import PriorConfig
 
@@ -84,8 +83,8 @@ def training_rate(config: TrainConfig, batches: list, seconds: float, device: to
     torch.manual_seed(config.seed)
     model = build_model(config.arch, size_config(config.size, **config.model_overrides)).to(device).train()
     optimizer, scheduler = build_optimizer(model, config, device)
-    flops = [batch.x.shape[0] * training_flops(config.arch, model.config, batch.x.shape[1], batch.n_train,
-                                               batch.n_classes) for batch in batches]
+    flops = [batch.x.shape[0] * model.training_flops(batch.x.shape[1], batch.n_train, batch.n_classes)
+             for batch in batches]
 
     def step(batch) -> None:
         optimizer.zero_grad(set_to_none=True)

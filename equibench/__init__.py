@@ -8,8 +8,9 @@ from ._version import __version__
 from .errors import EquibenchError  # noqa: F401 (public)
 
 __all__ = [
-    "ECOCClassifier", "EquiTabPFNClassifier", "EquibenchError", "PretrainingLimitWarning", "TabPFNStarClassifier",
-    "__version__", "classifier_for", "evaluate_frame",
+    "ECOCClassifier", "EquiTabPFNClassifier", "EquibenchError", "FinetunedEquiTabPFNClassifier",
+    "FinetunedTabPFNStarClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "__version__", "classifier_for",
+    "evaluate_frame",
 ]
 
 # The classifiers import torch and scikit-learn: load them on first use, so that
@@ -17,6 +18,8 @@ __all__ = [
 _LAZY = {
     "EquiTabPFNClassifier": "classifier",
     "TabPFNStarClassifier": "classifier",
+    "FinetunedEquiTabPFNClassifier": "classifier",
+    "FinetunedTabPFNStarClassifier": "classifier",
     "PretrainingLimitWarning": "classifier",
     "classifier_for": "classifier",
     "evaluate_frame": "evaluate",

@@ -21,17 +21,16 @@ import numpy as np
 import pandas as pd
 import torch
 from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
-from matplotlib.figure import Figure
 from sklearn.datasets import make_circles, make_classification, make_moons
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
-from .baselines.registry import check_weight_paths, check_weights, method_spec
-from .baselines.settings import MethodOptions, Settings
+from .baselines.registry import check_weight_paths, method_spec
+from .baselines.settings import MethodOptions
 from .errors import InvalidInputError, MethodUnavailableError
-from .figures import save_figure
+from .evaluate.config import method_settings
+from .figures import new_figure, save_figure
 
 #: The PFNs with user-supplied or packaged weights first, then the classical baselines.
 DEFAULT_METHODS = ("equitabpfn", "tabpfn-star", "tabpfn-v1", "tabpfn-v2", "tabicl", "knn", "linear-model",
@@ -97,17 +96,16 @@ class BoundaryConfig:
 
     def __post_init__(self) -> None:
         if not self.methods:
-            raise InvalidInputError("no methods selected: give at least one (see `equibench methods`)")
+            raise InvalidInputError("no methods selected: give at least one in `methods`")
         for name in self.methods:
             method_spec(name)
-        check_weights(self.options.weights)
         check_weight_paths(self.options.weights)
         if len(set(self.methods)) != len(self.methods):
-            raise InvalidInputError(f"methods listed more than once: {list(self.methods)}")
+            raise InvalidInputError(f"`methods` listed more than once: {list(self.methods)}")
         if self.samples < 20:
-            raise InvalidInputError(f"samples must be at least 20 (train and test rows of both classes), got {self.samples}")
+            raise InvalidInputError(f"`samples` must be at least 20 (train and test rows of both classes), got {self.samples}")
         if self.grid < 2:
-            raise InvalidInputError(f"grid needs at least 2 points per side, got {self.grid}")
+            raise InvalidInputError(f"`grid` needs at least 2 points per side, got {self.grid}")
 
 
 @dataclass
@@ -133,18 +131,12 @@ class Boundaries:
         return pd.DataFrame(rows)
 
 
-def _one_member(name: str, options: MethodOptions) -> Settings:
-    spec = method_spec(name)
-    settings = spec.implementation().prepare(spec.settings.from_options(options))
-    return settings.variants((1,))[0]
-
-
 def measure_boundaries(config: BoundaryConfig,
                        progress: Callable[[int, int], None] = lambda done, total: None) -> Boundaries:
     """Fit every method on every dataset's train rows, predict its test rows and grid; a method
     unavailable here is skipped at its first fit. ``progress(done, total)`` follows the fits."""
     splits = make_splits(config.samples, config.grid, config.seed)
-    settings = {name: _one_member(name, config.options) for name in config.methods}
+    settings = {name: method_settings(name, config.options).variants((1,))[0] for name in config.methods}
     result = Boundaries(splits, [], {}, {}, {})
     total = len(splits) * len(config.methods)
     progress(0, total)
@@ -192,8 +184,7 @@ def _scatter(axes, split: Split) -> None:
 def plot_boundaries(result: Boundaries, stem: Path) -> list[Path]:
     """Rows: datasets; columns: the data, then each method that ran; PNG and PDF."""
     columns = 1 + len(result.methods)
-    figure = Figure(figsize=(2.3 * columns, 2.3 * len(result.splits) + 0.8), layout="constrained")
-    FigureCanvasAgg(figure)
+    figure = new_figure(2.3 * columns, 2.3 * len(result.splits) + 0.8)
     grid = figure.subplots(len(result.splits), columns, squeeze=False)
     levels = np.linspace(0, 1, 11)
     for row, (dataset, split) in zip(grid, result.splits.items()):
@@ -218,7 +209,7 @@ def run_boundaries(config: BoundaryConfig, out: Path,
     result = measure_boundaries(config, progress)
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise InvalidInputError(f"out {str(out)!r} is an existing file, not a folder; pass a folder path")
+        raise InvalidInputError(f"`out` {str(out)!r} is an existing file, not a folder; pass a folder path")
     if not result.methods:
         raise MethodUnavailableError("no method could run: " + "; ".join(f"{m}: {r}" for m, r in result.skipped.items()))
     files = plot_boundaries(result, out / STEM)

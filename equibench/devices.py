@@ -27,21 +27,21 @@ def resolve_device(device: str | torch.device) -> torch.device:
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as error:
-        raise InvalidInputError(f"device must be {_NAMES}, got {device!r}") from error
+        raise InvalidInputError(f"`device` must be {_NAMES}, got {device!r}") from error
     if resolved.type == "cpu":
         return resolved
     available = _ACCELERATORS.get(resolved.type)
     if available is None:
-        raise InvalidInputError(f"device must be {_NAMES}, got {device!r}")
+        raise InvalidInputError(f"`device` must be {_NAMES}, got {device!r}")
     if not available():
         raise InvalidInputError(
-            f"device {str(device)!r} was requested but this torch ({torch.__version__}) cannot use "
-            f"{resolved.type.upper()} here; use device='auto' (the best device present) or device='cpu'"
+            f"`device` {str(device)!r} was requested but this torch ({torch.__version__}) cannot use "
+            f"{resolved.type.upper()} here; use `device='auto'` (the best device present) or `device='cpu'`"
         )
     if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
         raise InvalidInputError(
-            f"device {str(device)!r} was requested but this machine has {torch.cuda.device_count()} CUDA device(s); "
-            f"use cuda:0 to cuda:{torch.cuda.device_count() - 1} or device='auto'"
+            f"`device` {str(device)!r} was requested but this machine has {torch.cuda.device_count()} CUDA device(s); "
+            f"use cuda:0 to cuda:{torch.cuda.device_count() - 1} or `device='auto'`"
         )
     return resolved
 
@@ -63,6 +63,6 @@ def resolve_precision(precision, device: torch.device) -> tuple[torch.dtype, tor
     if isinstance(precision, torch.dtype) and precision.is_floating_point:
         return precision, None
     raise InvalidInputError(
-        f"inference_precision must be one of {', '.join(map(repr, PRECISIONS))} or a floating-point torch dtype, "
+        f"`inference_precision` must be one of {', '.join(map(repr, PRECISIONS))} or a floating-point torch dtype, "
         f"got {precision!r}"
     )

@@ -25,10 +25,20 @@ import math
 
 import torch
 
-__all__ = ["TIE_TOLERANCE", "compare_log_probs", "ensemble_log_probs", "unpermute"]
+__all__ = ["TIE_TOLERANCE", "compare_log_probs", "ensemble_log_probs", "non_identity_permutations", "unpermute"]
 
 #: Log-probability margin below which two classes count as tied for the arg-max change.
 TIE_TOLERANCE = 1e-5
+
+
+def non_identity_permutations(n: int, n_classes: int, generator: torch.Generator) -> torch.Tensor:
+    """``n`` permutations of ``n_classes`` classes, (n, K), each uniform among the non-identity
+    ones (drawn uniform, those equal to the identity drawn again)."""
+    identity = torch.arange(n_classes)
+    permutations = torch.rand(n, n_classes, generator=generator).argsort(dim=1)
+    while bool((redraw := (permutations == identity).all(dim=1)).any()):
+        permutations[redraw] = torch.rand(int(redraw.sum()), n_classes, generator=generator).argsort(dim=1)
+    return permutations
 
 
 def unpermute(outputs: torch.Tensor, permutation: torch.Tensor) -> torch.Tensor:

@@ -2,8 +2,8 @@
 
 Catch :class:`EquibenchError` for all of them, or one of the few subclasses users act on.
 Bad input is also a ``ValueError`` and an unavailable resource also a ``RuntimeError``, so
-code written against the builtin types keeps working. Messages speak of parameters; the CLI
-alone translates them into flags and exit codes (``equibench.cli``).
+code written against the builtin types keeps working. Messages name parameters and steps in
+backticks (`jobs`, `resume=True`, `check_cache(cache='c')`), never flags: see ``equibench.cli``.
 """
 
 from __future__ import annotations

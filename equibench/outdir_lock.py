@@ -54,9 +54,7 @@ def locked_folder(folder: str | os.PathLike,
     try:
         lock.acquire()
     except Timeout:
-        raise FolderInUseError(
-            f"{str(folder)!r} is in use by {_holder(folder)}; {advice}"
-        ) from None
+        raise FolderInUseError(f"{str(folder)!r} is in use by {_holder(folder)}; {advice}") from None
     held = None
     try:
         record = {

@@ -112,9 +112,7 @@ class TableEncoder:
                 handle_unknown="use_encoded_value", unknown_value=np.nan, encoded_missing_value=np.nan
             ).fit(_category_frame(frame[self.categorical_]))
         values = self._numeric(frame)
-        varying = [
-            j for j in range(values.shape[1]) if pd.Series(values[:, j]).nunique(dropna=False) > 1
-        ]
+        varying = [j for j in range(values.shape[1]) if pd.Series(values[:, j]).nunique(dropna=False) > 1]
         self.n_varying_ = len(varying)
         if len(varying) > self.max_features:
             varying = self._select_by_mutual_information(values, y, varying)
@@ -156,9 +154,7 @@ class TableEncoder:
         medians = np.where(np.isfinite(medians), medians, 0.0)
         candidates = np.where(np.isnan(candidates), medians, candidates)
         discrete = np.isin(columns, self.categorical_)
-        scores = mutual_info_classif(
-            candidates, y, discrete_features=discrete, random_state=self.random_state
-        )
+        scores = mutual_info_classif(candidates, y, discrete_features=discrete, random_state=self.random_state)
         keep = np.sort(np.argsort(-scores, kind="stable")[: self.max_features])
         return [columns[j] for j in keep]
 
@@ -186,17 +182,15 @@ def ensemble_members(
     """Member i uses ``transforms[i % T]`` and ``encodings[(i // T) % len(encodings)]``
     (T = len(transforms): every transform with each encoding in turn); member 0 keeps the
     original feature and class order, the others rotate them by random shifts."""
-    members = []
-    for i in range(n_estimators):
-        members.append(
-            MemberSpec(
-                variant=transforms[i % len(transforms)] if n_features else "none",
-                feature_shift=int(rng.randint(n_features)) if n_features and i else 0,
-                class_shift=int(rng.randint(n_classes)) if class_shifts and i else 0,
-                categorical_encoding=encodings[(i // len(transforms)) % len(encodings)],
-            )
+    return [
+        MemberSpec(
+            variant=transforms[i % len(transforms)] if n_features else "none",
+            feature_shift=int(rng.randint(n_features)) if n_features and i else 0,
+            class_shift=int(rng.randint(n_classes)) if class_shifts and i else 0,
+            categorical_encoding=encodings[(i // len(transforms)) % len(encodings)],
         )
-    return members
+        for i in range(n_estimators)
+    ]
 
 
 def one_hot_columns(category_counts: list[int], f_max: int) -> dict[int, int]:
@@ -238,9 +232,8 @@ class MemberTransform:
         self.one_hot_ = one_hot_columns(category_counts, self.f_max) if onehot else {}
         values = self._encode(values)
         if self.spec.variant == "quantile":
-            self.quantile_ = QuantileTransformer(
-                n_quantiles=max(2, min(1000, values.shape[0])), output_distribution="normal"
-            )
+            n_quantiles = max(2, min(1000, values.shape[0]))
+            self.quantile_ = QuantileTransformer(n_quantiles=n_quantiles, output_distribution="normal")
             # sklearn's quantile map has absolute tolerances (1e-7): work on values of magnitude ~1,
             # scaled by a power of two per column (exact, and the map is scale-invariant otherwise)
             finite = np.where(np.isfinite(values), np.abs(values), 0.0)

@@ -7,8 +7,7 @@ _LAZY = {
     "CheckpointError": "checkpoint", "ModelCard": "checkpoint", "build_model": "checkpoint",
     "count_parameters": "checkpoint", "default_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
     "packaged_checkpoints": "checkpoint", "read_card": "checkpoint", "save_checkpoint": "checkpoint",
-    "ARCHITECTURES": "config", "F_MAX": "config", "SIZES": "config", "TABPFN_STAR_MAX_CLASSES": "config",
-    "ModelConfig": "config", "size_config": "config",
+    "ARCHITECTURES": "config", "SIZES": "config", "ModelConfig": "config", "size_config": "config",
     "EquiTabPFN": "equitabpfn", "TabularPFN": "network", "TabPFNStar": "tabpfn_star",
     "TooManyClassesError": "tabpfn_star",
 }

@@ -27,7 +27,7 @@ from .tabpfn_star import TabPFNStar
 
 FORMAT = "equibench-checkpoint"
 FORMAT_VERSION = 1
-_MODEL_CLASSES = {"equitabpfn": EquiTabPFN, "tabpfn-star": TabPFNStar}
+_MODEL_CLASSES = {network.arch: network for network in (EquiTabPFN, TabPFNStar)}
 _WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 

@@ -13,6 +13,7 @@ F_MAX = 100
 TABPFN_STAR_MAX_CLASSES = 10
 
 ARCHITECTURES = ("equitabpfn", "tabpfn-star")
+ARCH_ALIASES = {"tabpfn": "tabpfn-star"}  # other names `equibench pretrain --arch` takes
 #: ``ModelConfig.missing_indicator``: equibench's own, or the authors' released network's.
 MISSING_INDICATORS = ("codes", "standardised")
 #: What the authors' released EquiTabPFN computes differently from equibench's default.

@@ -93,6 +93,22 @@ class EquiTabPFN(TabularPFN):
         """Tokens per row: the covariate and one per class slot."""
         return 1 + self.class_slots(n_classes)
 
+    def forward_flops(self, rows: int, n_train: int, n_classes: int) -> float:
+        """With M = rows - N test rows and S = 1 + K tokens per row, each of the L layers: component
+        attention (queries of the covariate tokens ``2Rd^2``, keys and values of all tokens ``4RSd^2``,
+        scores and weighted values ``4RSd``, the output projection of 2 tokens per row ``4Rd^2``),
+        datapoint attention (queries and output ``4RSd^2``, keys and values of the train tokens
+        ``4NSd^2``, scores and weighted values ``4RNSd``) and their MLPs (``8RSdh``); around them the
+        covariate and target encoders (``4Rfd + 2NKd``) and the decoder (``2MNSd + 2MNK + 4MK *
+        decoder_hidden``)."""
+        config, n, m, k = self.config, n_train, rows - n_train, n_classes
+        d, h, s = config.d_model, config.mlp_hidden, 1 + k
+        component = 2 * rows * d * d + 4 * rows * s * d * d + 4 * rows * s * d + 4 * rows * d * d
+        datapoint = 4 * rows * s * d * d + 4 * n * s * d * d + 4 * rows * n * s * d
+        mlps = 2 * 4 * rows * s * d * h
+        decoder = 2 * m * n * s * d + 2 * m * n * k + 4 * m * k * config.decoder_hidden
+        return 4 * rows * config.f_max * d + 2 * n * k * d + config.n_layers * (component + datapoint + mlps) + decoder
+
     # -- the forward in pieces (model/inference.py) ----------------------------------------
 
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,

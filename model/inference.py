@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import InvalidInputError
@@ -76,12 +75,11 @@ class Context:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self._tensors())
 
-    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> Context:
-        """A copy on ``device`` and/or stored in ``dtype`` (a lower precision halves the
-        memory; the blocks cast each cached tensor back to their compute dtype when they use it)."""
+    def to(self, device: torch.device | str) -> Context:
+        """A copy on ``device``."""
 
         def move(tensor):
-            return None if tensor is None else tensor.to(device=device, dtype=dtype)
+            return None if tensor is None else tensor.to(device)
 
         return Context(self.n_classes, [(move(key), move(value)) for key, value in self.keys_values],
                        move(self.h_train), move(self.y_onehot))
@@ -91,34 +89,15 @@ class Context:
 
 
 def train_keys_values(block: DatapointAttentionBlock, train_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A datapoint block's keys (QK-normalised when the block is) and values of the train rows."""
-    # train_tokens: (B, N, S, d) -> key, value: each (B, S, heads, N, head_dim)
-    batch, n_train, slots, width = train_tokens.shape
-    heads = block.n_heads
-    key_value = block.key_value(block._attention_input(train_tokens))
-    key, value = key_value.view(batch, n_train, slots, 2, heads, width // heads).permute(3, 0, 2, 4, 1, 5)
-    if block.qk_norm:
-        key = block.key_norm(key)
-    return key, value
+    """A datapoint block's keys and values of the train rows, each (B, S, heads, N, head_dim)."""
+    return block.keys_values(block._attention_input(train_tokens))
 
 
 def attend_to_train(
     block: DatapointAttentionBlock, tokens: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 ) -> torch.Tensor:
     """A datapoint block's output for rows that attend to the given train keys and values."""
-    # tokens: (B, R, S, d); key, value: (B, S, heads, N, head_dim) -> (B, R, S, d)
-    batch, rows, slots, width = tokens.shape
-    heads, head_dim = block.n_heads, width // block.n_heads
-    query = block.query(block._attention_input(tokens)).view(batch, rows, slots, heads, head_dim)
-    query = query.permute(0, 2, 3, 1, 4).reshape(batch * slots, heads, rows, head_dim)
-    if block.qk_norm:
-        query = block.query_norm(query)
-    n_train = key.shape[3]
-    key = key.reshape(batch * slots, heads, n_train, head_dim)  # 4-D: torch's fused CPU kernel (5-D falls back)
-    value = value.reshape(batch * slots, heads, n_train, head_dim)
-    attended = F.scaled_dot_product_attention(query, key, value)  # (B*S, heads, R, head_dim)
-    attended = attended.view(batch, slots, heads, rows, head_dim).permute(0, 3, 1, 2, 4).reshape(batch, rows, slots, width)
-    return block._finish(tokens, block.out(attended))
+    return block.attend(tokens, block.queries(block._attention_input(tokens)), key, value)
 
 
 def components_chunked(block: ComponentAttentionBlock, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:

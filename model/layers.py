@@ -114,23 +114,42 @@ class DatapointAttentionBlock(_ResidualBlock):
     """Attention across rows within each slot; every row attends to the train rows only.
 
     Keys and values are computed from the first ``n_train`` rows only, so no
-    (N+M) x (N+M) mask is ever built and test rows never see each other.
+    (N+M) x (N+M) mask is ever built and test rows never see each other. The forward's
+    pieces (:meth:`queries`, :meth:`keys_values`, :meth:`attend`) also serve the cached and
+    chunked inference of :mod:`.inference`.
     """
 
     def forward(self, tokens: torch.Tensor, n_train: int) -> torch.Tensor:
         # tokens: (B, R, S, d) -> (B, R, S, d)
-        batch, rows, slots, width = tokens.shape
-        heads = self.n_heads
-        head_dim = width // heads
         inputs = self._attention_input(tokens)
+        query = self.queries(inputs)  # before the keys: autograd then sums the inputs' gradients in that order
+        return self.attend(tokens, query, *self.keys_values(inputs[:, :n_train]))
+
+    def queries(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The rows' queries (QK-normalised when the block is) from their attention inputs."""
+        # inputs: (B, R, S, d) -> (B*S, heads, R, head_dim)
+        batch, rows, slots, width = inputs.shape
+        heads, head_dim = self.n_heads, width // self.n_heads
         query = self.query(inputs).view(batch, rows, slots, heads, head_dim)
         query = query.permute(0, 2, 3, 1, 4).reshape(batch * slots, heads, rows, head_dim)
-        key_value = self.key_value(inputs[:, :n_train])
-        key_value = key_value.view(batch, n_train, slots, 2, heads, head_dim)
-        key, value = key_value.permute(3, 0, 2, 4, 1, 5).reshape(2, batch * slots, heads, n_train, head_dim)
-        query, key = self._normalise_qk(query, key)
-        attended = F.scaled_dot_product_attention(query, key, value)
-        # (B*S, heads, R, head_dim) -> (B, R, S, d)
+        return self.query_norm(query) if self.qk_norm else query
+
+    def keys_values(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The train rows' keys (QK-normalised when the block is) and values from their attention inputs."""
+        # inputs: (B, N, S, d) -> key, value: each (B, S, heads, N, head_dim)
+        batch, n_train, slots, width = inputs.shape
+        key_value = self.key_value(inputs).view(batch, n_train, slots, 2, self.n_heads, width // self.n_heads)
+        key, value = key_value.permute(3, 0, 2, 4, 1, 5)
+        return self.key_norm(key) if self.qk_norm else key, value
+
+    def attend(self, tokens: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """The block's output for rows (their ``queries``) that attend to the given train keys and values."""
+        # tokens: (B, R, S, d); query: (B*S, heads, R, head_dim); key, value: (B, S, heads, N, head_dim)
+        batch, rows, slots, width = tokens.shape
+        heads, head_dim, n_train = self.n_heads, width // self.n_heads, key.shape[3]
+        key = key.reshape(batch * slots, heads, n_train, head_dim)  # 4-D: torch's fused CPU kernel (5-D falls back)
+        value = value.reshape(batch * slots, heads, n_train, head_dim)
+        attended = F.scaled_dot_product_attention(query, key, value)  # (B*S, heads, R, head_dim)
         attended = attended.view(batch, slots, heads, rows, head_dim).permute(0, 3, 1, 2, 4)
         return self._finish(tokens, self.out(attended.reshape(batch, rows, slots, width)))
 

@@ -38,6 +38,17 @@ class TabularPFN(nn.Module, metaclass=ABCMeta):
         """Tokens per row for K classes (sizes the memory plans)."""
 
     @abstractmethod
+    def forward_flops(self, rows: int, n_train: int, n_classes: int) -> float:
+        """Model FLOPs of :meth:`forward` on one dataset of ``rows`` rows, ``n_train`` of them
+        train rows: its matrix products (an ``a x b`` by ``b x c`` one is ``2abc``), without the
+        normalisations and activations (a few percent at these widths); for MFU."""
+
+    def training_flops(self, rows: int, n_train: int, n_classes: int) -> float:
+        """A training step's FLOPs on one dataset: the forward's three times (the backward computes
+        the gradients of both the inputs and the weights of each product)."""
+        return 3 * self.forward_flops(rows, n_train, n_classes)
+
+    @abstractmethod
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
                        plan: ChunkPlan | None = None, store_dtype: torch.dtype | None = None) -> Context:
         """The train side for one training set, computed once, stored in ``store_dtype``."""

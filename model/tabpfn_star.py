@@ -66,6 +66,14 @@ class TabPFNStar(TabularPFN):
         """Tokens per row: one, whatever the classes."""
         return 1
 
+    def forward_flops(self, rows: int, n_train: int, n_classes: int) -> float:
+        """EquiTabPFN's datapoint-attention block with one token per row, 2L times; the covariate and
+        target encoders ``4Rfd + 2N * max_classes * d`` and the decoder MLP ``2M(dh + h * max_classes)``."""
+        config, n, d, h = self.config, n_train, self.config.d_model, self.config.mlp_hidden
+        block = 4 * rows * d * d + 4 * n * d * d + 4 * rows * n * d + 4 * rows * d * h
+        decoder = 2 * (rows - n) * (d * h + h * config.max_classes)
+        return 4 * rows * config.f_max * d + 2 * n * config.max_classes * d + 2 * config.n_layers * block + decoder
+
     # -- the forward in pieces (model/inference.py) ----------------------------------------
 
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,

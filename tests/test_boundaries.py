@@ -42,7 +42,7 @@ def test_panels_and_the_skipped_method_with_its_reason(config):
             probability = result.probabilities[dataset, method]
             assert probability.shape == (GRID, GRID) and ((0 <= probability) & (probability <= 1)).all()
             assert 0 <= result.accuracy[dataset, method] <= 1
-    assert "Not shown: TabPFNv1 (no weights: pass --weights tabpfn-v1=DIR or set EQUIBENCH_TABPFN_WEIGHTS" in caption(result)
+    assert "Not shown: TabPFNv1 (no weights: pass `weights={'tabpfn-v1': 'DIR'}` or set EQUIBENCH_TABPFN_WEIGHTS" in caption(result)
     assert "ECOC" not in caption(result)  # two-class data: the note on more than 10 classes does not apply
     table = result.table()
     assert len(table) == 3 * 3 and set(table[table.status == "skipped"].method) == {"tabpfn-v1"}
@@ -77,7 +77,7 @@ def test_no_method_able_to_run_is_an_error(config, tmp_path):
     ({"methods": ("knn", "nope")}, "unknown method 'nope'"),
     ({"methods": ("knn", "knn")}, "listed more than once"),
     ({"grid": 1}, "at least 2 points per side"),
-    ({"samples": 5}, "samples must be at least 20"),
+    ({"samples": 5}, "`samples` must be at least 20"),
 ])
 def test_bad_settings_are_refused(changes, message):
     with pytest.raises(InvalidInputError, match=message):

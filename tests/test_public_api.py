@@ -15,10 +15,12 @@ API_DOC = Path(__file__).resolve().parents[1] / "docs" / "API.md"
 
 PUBLIC = {
     "equibench": [
-        "ECOCClassifier", "EquiTabPFNClassifier", "EquibenchError", "PretrainingLimitWarning", "TabPFNStarClassifier",
-        "__version__", "classifier_for", "evaluate_frame",
+        "ECOCClassifier", "EquiTabPFNClassifier", "EquibenchError", "FinetunedEquiTabPFNClassifier",
+        "FinetunedTabPFNStarClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "__version__",
+        "classifier_for", "evaluate_frame",
     ],
-    "equibench.classifier": ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "classifier_for"],
+    "equibench.classifier": ["EquiTabPFNClassifier", "FinetunedEquiTabPFNClassifier", "FinetunedTabPFNStarClassifier",
+                             "PretrainingLimitWarning", "TabPFNStarClassifier", "classifier_for"],
     "equibench.evaluate": [
         "CellBackend", "DaskBackend", "EvaluateConfig", "EvaluateSummary", "LocalBackend", "evaluate", "evaluate_frame",
         "make_backend",
@@ -103,7 +105,8 @@ def test_the_top_level_names_are_the_subpackages_objects():
     import equibench
     from equibench.classifier.ecoc import ECOCClassifier
 
-    for name in ("EquiTabPFNClassifier", "TabPFNStarClassifier", "PretrainingLimitWarning", "classifier_for"):
+    for name in ("EquiTabPFNClassifier", "TabPFNStarClassifier", "FinetunedEquiTabPFNClassifier",
+                 "FinetunedTabPFNStarClassifier", "PretrainingLimitWarning", "classifier_for"):
         assert getattr(equibench, name) is getattr(importlib.import_module("equibench.classifier"), name)
     assert equibench.ECOCClassifier is ECOCClassifier
     assert equibench.evaluate_frame is importlib.import_module("equibench.evaluate").evaluate_frame

@@ -118,8 +118,8 @@ def test_1_report_removes_only_its_own_earlier_files(demo_results, tmp_path):
 def test_1_report_refuses_to_overwrite_a_file_it_did_not_write(demo_results, tmp_path):
     out = tmp_path / "report"
     user = _user_files(out, ["tables/demo_aggregate.csv"])
-    with pytest.raises(ValueError, match=r"demo_aggregate.csv.*exists and was not written by `equibench report`; "
-                                         r"move it away or choose another out_dir"):
+    with pytest.raises(ValueError, match=r"demo_aggregate.csv.*exists and was not written by a report; "
+                                         r"move it away or choose another `out_dir`"):
         build_report([demo_results], out)
     _assert_survived(user)
     assert not (out / "REPORT.md").exists() and not list(out.glob(".report-*"))
@@ -180,7 +180,7 @@ def test_2_dry_run_writes_nothing(tmp_path, quick_results):
 @pytest.mark.parametrize("present", [["model.pt", "config.json", "log.jsonl"], ["model.pt"]])
 def test_3_pretrain_refuses_files_of_another_run(tmp_path, present):
     user = _user_files(tmp_path, present)
-    with pytest.raises(FileExistsError, match=f"already holds {', '.join(present)} .*pass overwrite=True"):
+    with pytest.raises(FileExistsError, match=f"already holds {', '.join(present)} .*pass `overwrite=True`"):
         pretrain(_train_config(), PRIOR, tmp_path, progress=False)
     _assert_survived(user)
     result = CliRunner().invoke(app, ["pretrain", "--out", str(tmp_path), "--size", "tiny", "--steps", "1",
@@ -232,13 +232,13 @@ def test_4_two_concurrent_runs_one_folder_lose_no_invocation(tmp_path):
 @pytest.mark.parametrize("name", ["lr", "weight_decay", "grad_clip"])
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), -float("inf")])
 def test_5_non_finite_settings_are_refused(name, value):
-    with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+    with pytest.raises(ValueError, match=f"`{name}` must be a finite number"):
         _train_config(**{name: value})
 
 
 def test_5_cli_lr_inf_is_refused(tmp_path):
     result = CliRunner().invoke(app, ["pretrain", "--out", str(tmp_path / "run"), "--lr", "inf", "--size", "tiny"])
-    assert "lr must be a finite number, got inf" in _clean_error(result)
+    assert "--lr must be a finite number, got inf" in _clean_error(result)
     assert not (tmp_path / "run").exists()
 
 
@@ -493,7 +493,7 @@ def test_14_resume_drops_a_torn_last_log_line_and_refuses_a_truncated_state(trai
     assert all(json.loads(line) for line in (run / "log.jsonl").read_text().splitlines())
     state = run / "train_state.pt"
     state.write_bytes(state.read_bytes()[:1000])
-    with pytest.raises(ValueError, match="train_state.pt' is unreadable .*truncated: continue from its model.pt with init_from"):
+    with pytest.raises(ValueError, match="train_state.pt' is unreadable .*truncated: continue from its model.pt with `init_from`"):
         pretrain(_train_config(), PRIOR, run, resume=True, progress=False)
     result = CliRunner().invoke(app, ["pretrain", "--out", str(run), "--size", "tiny", "--resume"])
     assert "is unreadable" in _clean_error(result)
@@ -501,8 +501,8 @@ def test_14_resume_drops_a_torn_last_log_line_and_refuses_a_truncated_state(trai
 
 @pytest.mark.parametrize("content, message", [
     ('{"invocations": [', "manifest.json' is damaged"),
-    ('[]', "manifest.json' is damaged (no `invocations` list)"),
-    ('{"invocations": []}', "manifest.json' is damaged (no `settings` with `seed`, `methods` and `suite`)"),
+    ('[]', "manifest.json' is damaged (no 'invocations' list)"),
+    ('{"invocations": []}', "manifest.json' is damaged (no 'settings' with 'seed', 'methods' and 'suite')"),
 ])
 def test_14_a_damaged_manifest_is_named(tmp_path, quick_results, content, message):
     out = _copy(quick_results, tmp_path)
@@ -518,7 +518,7 @@ def test_14_damaged_cell_files_are_recomputed_by_evaluate_and_named_by_report(tm
     first, second = sorted((out / "cells").glob("*.json"))[:2]
     first.write_text(first.read_text()[:40])
     second.write_text('{"status": "ok"}')
-    with pytest.raises(ValueError, match=r"2 stored cells of .* are damaged \(e.g. .*unreadable.*rerun `equibench evaluate"):
+    with pytest.raises(ValueError, match=r"2 stored cells of .* are damaged \(e.g. .*unreadable.*rerun `evaluate\(config="):
         build_report([out], tmp_path / "report")
     summary = evaluate(QUICK, out, progress=False)
     assert len(summary.damaged) == 2 and "lacks the keys" in summary.damaged[second.stem]

@@ -44,10 +44,6 @@ def checkpoint_sha256(path: str | os.PathLike) -> str:
     return _file_sha256(*_cache_key(path))
 
 
-def _packaged_names() -> dict[str, Path]:
-    return {name: path for path in packaged_checkpoints() for name in (path.stem, path.name)}
-
-
 def resolve_checkpoint(checkpoint: str | os.PathLike, arch: str | None = None) -> Path:
     """The absolute path of the checkpoint file that ``checkpoint`` names:
 
@@ -70,7 +66,7 @@ def resolve_checkpoint(checkpoint: str | os.PathLike, arch: str | None = None) -
                                   "the path of a file written by `equibench pretrain`")
         if checkpoint == "default" or checkpoint in ARCHITECTURES:
             return default_checkpoint(checkpoint if checkpoint in ARCHITECTURES else arch or DEFAULT_ARCH).resolve()
-        packaged = _packaged_names()
+        packaged = {name: path for path in packaged_checkpoints() for name in (path.stem, path.name)}
         if checkpoint in packaged:
             return packaged[checkpoint].resolve()
     path = Path(checkpoint).resolve()

@@ -212,7 +212,8 @@ class TabPFNStarClassifier(PFNClassifier):
     _class_shifts = True
 
 
-_CLASSIFIERS = {classifier._arch: classifier for classifier in (EquiTabPFNClassifier, TabPFNStarClassifier)}
+#: The estimator class of each architecture (a network's ``arch``).
+CLASSIFIERS = {classifier._arch: classifier for classifier in (EquiTabPFNClassifier, TabPFNStarClassifier)}
 
 
 def classifier_for(checkpoint="default", n_classes: int | None = None, n_rows: int | None = None, **params):
@@ -230,7 +231,7 @@ def classifier_for(checkpoint="default", n_classes: int | None = None, n_rows: i
     takes any number of classes itself, with ECOC only within a context past the limit.
     """
     network = shared_network(checkpoint)
-    classifier = _CLASSIFIERS.get(getattr(network, "arch", None))
+    classifier = CLASSIFIERS.get(getattr(network, "arch", None))
     if classifier is None:
         raise CheckpointError(f"checkpoint is a {type(network).__name__}, not an EquiTabPFN or TabPFN* network")
     defaults = PFNClassifier.__init__.__kwdefaults__

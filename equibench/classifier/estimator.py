@@ -66,6 +66,8 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
 
     _arch: str = ""
     _class_shifts: bool = False
+    #: past the network's class limit, decode output codes within the one shared context (else refused)
+    _codes_in_context: bool = False
     #: Checked at the start of fit; feature_transforms and categorical_encodings (a name or
     #: names) by :func:`.inputs.choices`, the official preprocessing's n_estimators by fit.
     _parameter_constraints: dict = {
@@ -153,10 +155,7 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
         ``set_params`` after fit changes nothing until the next fit (except ``device`` through
         :meth:`to`). ``sample_weight`` is not supported (refused with the reason); no other fit
         parameter exists."""
-        if "sample_weight" in fit_params:
-            raise InvalidInputError(_NO_SAMPLE_WEIGHT)
-        if fit_params:
-            raise TypeError(f"fit() takes only X and y, got {', '.join(sorted(fit_params))}")
+        self._check_fit_params(fit_params)
         validate_params(self)
         if self.preprocessing == "official" and self.n_estimators != 1:
             raise InvalidInputError(
@@ -175,7 +174,7 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)
         rng = check_random_state(self.random_state)
-        self.model_, self.checkpoint_reference_ = load_model(self.checkpoint, self._arch)
+        self.model_, self.checkpoint_reference_ = self._load_network()
         self.device_ = resolve_device(self.device)
         resolve_precision(self.inference_precision, self.device_)
         self.inference_precision_, self.batch_size_ = self.inference_precision, self.batch_size
@@ -213,6 +212,17 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
         self.strategy_, self.context_ = strategy, strategy.name
         return self
 
+    @staticmethod
+    def _check_fit_params(fit_params: dict) -> None:
+        if "sample_weight" in fit_params:
+            raise InvalidInputError(_NO_SAMPLE_WEIGHT)
+        if fit_params:
+            raise TypeError(f"fit() takes only X and y, got {', '.join(sorted(fit_params))}")
+
+    def _load_network(self) -> tuple[torch.nn.Module, dict | None]:
+        """This fit's private copy of the network and its checkpoint's reference (see ``load_model``)."""
+        return load_model(self.checkpoint, self._arch)
+
     def _new_strategy(self, name: str, n_classes: int) -> ContextStrategy:
         """The context strategy ``name`` ("subsample" or "local") with this estimator's parameters."""
         common = {"n_members": 1 if self.preprocessing == "official" else self.n_estimators, "n_classes": n_classes,
@@ -224,7 +234,7 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
             return LocalContexts(n_neighbors=self.local_neighbors, cluster_size=self.local_cluster_size,
                                  max_rows=self.local_max_rows, **common)
         limit = self.model_.class_limit
-        if limit is not None and n_classes > limit:
+        if limit is not None and n_classes > limit and not self._codes_in_context:
             raise TooManyClassesError.for_counts(limit, n_classes)
         return SharedContext(max_rows=None if self.ignore_pretraining_limits else self.max_train_rows, **common)
 
@@ -333,6 +343,13 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
             raise InvalidInputError("save_fit_state does not store preprocessing='official'; pickle the classifier "
                                     "(pickle or joblib) instead")
         return save_fit_state(self, path)
+
+    def _fit_state_arrays(self) -> dict[str, np.ndarray]:
+        """What a subclass adds to the fit state's arrays (names with a "/"); none here."""
+        return {}
+
+    def _restore_fit_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Read back what :meth:`_fit_state_arrays` wrote, once ``model_`` is loaded; nothing here."""
 
     @classmethod
     def load_from_fit_state(cls, path: str | os.PathLike, *, checkpoint=None, device: str | None = None):

@@ -12,6 +12,7 @@ damaged or edited file, or one with an array missing or added, is a :class:`FitS
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -74,9 +75,8 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
             params[name] = _jsonable(value)
         except TypeError:
             params[name] = None  # a RandomState object: its draws are already in the state
-    arrays = {}
     classes, classes_dtype = _labels_array(estimator.classes_)
-    arrays["classes"] = classes
+    arrays = {"classes": classes}
     if hasattr(estimator, "feature_names_in_"):
         arrays["feature_names_in"] = np.asarray(estimator.feature_names_in_, dtype=str)
     encoder = estimator.encoder_
@@ -86,10 +86,9 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
             kept = categories[~np.asarray(pd.isna(categories), dtype=bool)]
             arrays[f"encoder/categories/{j}"] = kept.astype(float if kept.dtype.kind in "fiu" else str)
     strategy = estimator.strategy_
-    members = [{"variant": spec.variant, "feature_shift": spec.feature_shift, "class_shift": spec.class_shift,
-                "categorical_encoding": spec.categorical_encoding} for spec in strategy.specs]
-    for name, array in strategy.state_arrays().items():
-        arrays[f"strategy/{name}"] = array
+    members = [dataclasses.asdict(spec) for spec in strategy.specs]
+    arrays.update({f"strategy/{name}": array for name, array in strategy.state_arrays().items()})
+    arrays.update(estimator._fit_state_arrays())
     context = {"strategy": strategy.name, "seed": strategy.seed}
     header = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "equibench_version": __version__,
@@ -200,6 +199,7 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     estimator.n_features_in_ = header["n_features_in"]
     if "feature_names_in" in arrays:
         estimator.feature_names_in_ = arrays["feature_names_in"].astype(object)
+    estimator._restore_fit_state_arrays(arrays)
     estimator.encoder_ = _encoder(header["encoder"], arrays)
     estimator.inference_precision_, estimator.batch_size_ = estimator.inference_precision, estimator.batch_size
     context = header["context"]

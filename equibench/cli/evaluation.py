@@ -15,7 +15,6 @@ from rich.markup import escape
 from ..errors import InvalidInputError
 from . import output
 from .completion import complete_contexts, complete_methods, complete_suite
-from .failures import with_flags
 from .options import JsonOption, WeightsOption, int_list, weights_map
 
 
@@ -48,9 +47,8 @@ def _context_list(text: str) -> tuple[str, ...]:
 
 
 def evaluate(
-    context: typer.Context,
     suite: Annotated[str, typer.Option(autocompletion=complete_suite, help="gt10, le10, demo, large, or a suite file (.toml/.yaml with a `tasks` list of OpenML task ids, demo-<name> and {file, target, folds} entries for your own CSV/parquet tables).")],
-    out: Annotated[Optional[Path], typer.Option(help="Results directory (default runs/<suite>: the suite's name, or the suite file's name without its extension); rerun with the same one to resume.", show_default=False)] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default runs/<suite>: the suite's name, or the suite file's name without its extension); rerun with the same one to resume.", show_default=False)] = None,
     methods: Annotated[str, typer.Option(autocompletion=complete_methods, help="Comma-separated methods; `all`, `fast` (PFNs + classical) or names (see `equibench methods`).")] = "all",
     folds: Annotated[Optional[str], typer.Option(help="Folds to run, e.g. 0,1,2 or 0-2 (default: all).")] = None,
     ensembles: Annotated[str, typer.Option(help="Ensemble sizes of the PFN methods, e.g. 1,4,16 (one variant each).")] = "1",
@@ -83,21 +81,21 @@ def evaluate(
         openml_cache=None if openml_cache is None else str(openml_cache),
         weights=weights_map(weights), device=device, threads_per_cell=threads_per_cell,
     )
-    out = out or default_out(suite)
+    out_dir = out_dir or default_out(suite)
     check_backend_options(jobs, scheduler)
     if jobs is None and device != "cpu":
         jobs = 1  # one process owns the GPU rather than one CUDA context per core
     try:
         with stop_on_sigterm(), LocalBackend() if dry_run else make_backend(jobs, scheduler, threads_per_cell) as backend:
             summary = run_evaluation(
-                config, out, backend=backend, dry_run=dry_run, progress=progress, console=output.errors,
+                config, out_dir, backend=backend, dry_run=dry_run, progress=progress, console=output.errors,
                 rerun_changed=rerun_changed,
             )
     except KeyboardInterrupt:
-        output.errors.print(f"[yellow]interrupted:[/yellow] every finished cell is stored in {escape(str(out))}; "
+        output.errors.print(f"[yellow]interrupted:[/yellow] every finished cell is stored in {escape(str(out_dir))}; "
                             "rerun the same command to resume", highlight=False)
         raise typer.Exit(code=130) from None
-    _print_summary(summary, out, dry_run, context.command)
+    _print_summary(summary, out_dir, dry_run)
     if summary.counts["failed"] and not dry_run and not allow_failures:
         raise typer.Exit(code=1)
 
@@ -112,28 +110,25 @@ def default_out(suite: str) -> Path:
     return Path("runs") / Path(suite).stem
 
 
-def _print_summary(summary, out: Path, dry_run: bool, command) -> None:
+def _print_summary(summary, out: Path, dry_run: bool) -> None:
     """What ``evaluate`` did (or, dry, would do), on stderr what went wrong or is missing (once
     per cause), on stdout per method the counts and mean accuracy, the skipped cells' reasons,
-    where the results are and the next command; the library's parameter names as
-    ``command``'s flags."""
+    where the results are and the next command."""
     if summary.damaged:
         output.errors.print(f"[yellow]{len(summary.damaged)} stored cells were damaged and "
                             f"{'will be' if dry_run else 'were'} recomputed[/yellow], e.g. "
                             f"{escape(next(iter(summary.damaged.values())))}", highlight=False)
     for task_id, message in summary.task_errors.items():
-        output.errors.print(f"[red]task {task_id} cannot be loaded:[/red] {escape(with_flags(message, command))}",
-                            highlight=False)
+        output.errors.print(f"[red]task {task_id} cannot be loaded:[/red] {escape(message)}", highlight=False)
     n_missing = len(summary.missing_cells)
     not_run = f"{n_missing} cells {'will not be' if dry_run else 'were not'} run"
     for line in summary.missing_groups:
         ending = f"; {not_run}" if len(summary.missing_groups) == 1 else ""
-        output.errors.print(f"[yellow]missing:[/yellow] {escape(with_flags(line, command))}{ending}", highlight=False)
+        output.errors.print(f"[yellow]missing:[/yellow] {escape(line)}{ending}", highlight=False)
     if len(summary.missing_groups) > 1:
         output.errors.print(f"[yellow]missing:[/yellow] in all, {not_run}", highlight=False)
     if summary.next_step:
-        output.errors.print(f"[yellow]to run them:[/yellow] {escape(with_flags(summary.next_step, command))}",
-                            highlight=False)
+        output.errors.print(f"[yellow]to run them:[/yellow] {escape(summary.next_step)}", highlight=False)
     if dry_run:
         done = {cell.key for cell in summary.cells} - {cell.key for cell in summary.pending}
         table = output.table("task", "fold", "method", "variant", "state",
@@ -144,15 +139,15 @@ def _print_summary(summary, out: Path, dry_run: bool, command) -> None:
             table.add_row(cell.task_id, str(cell.fold), cell.method, cell.variant, state)
         output.console.print(table)
         return
-    _print_methods(summary, command)
+    _print_methods(summary)
     output.console.print(f"results in {escape(str(out))}/results.csv", highlight=False)
     failed = summary.counts["failed"]
     if failed:
         named = set(summary.task_errors.values())  # a task that cannot load is named above, once
         groups = [group for group in summary.reasons("failed") if group[2] not in named]
         for methods, n_cells, reason in groups[:FAILURE_REASONS_SHOWN]:
-            output.errors.print(f"[red]{escape(', '.join(methods))}: {n_cells} cells failed:[/red] "
-                                f"{escape(with_flags(reason, command))}", highlight=False)
+            output.errors.print(f"[red]{escape(', '.join(methods))}: {n_cells} cells failed:[/red] {escape(reason)}",
+                                highlight=False)
         if len(groups) > FAILURE_REASONS_SHOWN:
             output.errors.print(f"... and {len(groups) - FAILURE_REASONS_SHOWN} other reasons", highlight=False)
         tracebacks = out / "tracebacks"
@@ -167,7 +162,7 @@ def _print_summary(summary, out: Path, dry_run: bool, command) -> None:
                              f"{escape(shlex.quote(str(out / 'report')))}", highlight=False)
 
 
-def _print_methods(summary, command) -> None:
+def _print_methods(summary) -> None:
     """Per method: ok, skipped, failed (and missing) cells and the mean accuracy of the ok
     ones; then one line per distinct reason of the skipped cells."""
     stats = summary.methods()
@@ -187,8 +182,7 @@ def _print_methods(summary, command) -> None:
         table.add_row(name, *(str(entry[column]) for column in columns[1:-1]), accuracy)
     output.console.print(table)
     for methods, n_cells, reason in summary.skipped_reasons():
-        output.console.print(f"{escape(', '.join(methods))}: {n_cells} cells skipped: "
-                             f"{escape(with_flags(reason, command))}", highlight=False)
+        output.console.print(f"{escape(', '.join(methods))}: {n_cells} cells skipped: {escape(reason)}", highlight=False)
 
 
 def download(
@@ -198,11 +192,11 @@ def download(
     verify: Annotated[Optional[Path], typer.Option(help="Check this cache offline instead (files parse, 10 folds cover every row once, classes); the tasks of --suite/--tasks, default all it holds.")] = None,
     server: Annotated[str, typer.Option(help="OpenML REST API to fetch from (a mirror or a local server).")] = "https://www.openml.org/api/v1/xml",
     retries: Annotated[int, typer.Option(help="Further attempts at a task after a transient error (connection, timeout, 5xx), with doubling waits.")] = 4,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to connect or send data.")] = 60.0,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the server to connect or send data.")] = 60.0,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Fetch a suite's OpenML tasks into a portable cache (resumable), or --verify a cache offline."""
-    from ..tasks.cache_check import cached_task_ids, check_cache, fix_command
+    from ..tasks.cache_check import cached_task_ids, check_cache
     from ..tasks.download import DownloadOptions, download_tasks, select_tasks, tasks_table
 
     task_list = None if tasks is None else [str(task_id) for task_id in int_list(tasks, "--tasks")]
@@ -216,7 +210,7 @@ def download(
     else:
         if cache is None:
             raise InvalidInputError("--cache DIR is required: the folder to download into (or pass --verify DIR)")
-        options = DownloadOptions(server=server, retries=retries, timeout_s=timeout)
+        options = DownloadOptions(server=server, retries=retries, timeout_s=timeout_s)
         summary = download_tasks(select_tasks(suite, task_list), cache, options, progress=progress, console=output.errors)
     if verify is not None:
         output.console.print(tasks_table([(check, check.status) for check in checks], f"{len(checks)} tasks in {verify}"))
@@ -224,7 +218,7 @@ def download(
         for check in bad:
             output.console.print(f"[red]task {check.task_id}[/red]: {escape(check.describe())}", highlight=False)
         if bad:
-            output.console.print(f"fix: {escape(fix_command(verify, [check.task_id for check in bad]))}", highlight=False, soft_wrap=True)
+            output.console.print(f"fix: equibench download --cache {escape(shlex.quote(str(verify)))} --tasks {','.join(check.task_id for check in bad)}", highlight=False, soft_wrap=True)
             raise typer.Exit(code=1)
         output.console.print(f"all {len(checks)} tasks complete; evaluate offline with --openml-cache {escape(str(verify))}")
         return
@@ -249,7 +243,7 @@ def methods_data() -> list[dict]:
     for spec in METHODS.values():
         missing = spec.requires is not None and not spec.requires.installed()
         # a method that runs only with the user's weights is ready when its environment variable gives them
-        weights_given = spec.needs_weights and spec.settings.given_weights(MethodOptions()) is not None
+        weights_given = spec.needs_weights and spec.given_weights(MethodOptions()) is not None
         rows.append({
             "method": spec.name, "label": spec.label, "variants": "ensemble sizes" if spec.ensembles else "default",
             "ready": not missing and (not spec.needs_weights or weights_given),

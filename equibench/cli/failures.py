@@ -1,14 +1,15 @@
 """The one place where errors become what a shell user sees: a single ``error:`` line on
-stderr, with the library's parameter names written as the command's flags, and an exit
-status. Commands let errors through; :class:`CommandGroup`, the app's group, catches them.
+stderr, with the library's references written as the command's flags, and an exit status.
+Commands let errors through; :class:`CommandGroup`, the app's group, catches them.
 :class:`Command`, the class of every command, and :class:`CommandGroup` also keep value types
 off flags in ``--help`` (Typer writes ``<bool>`` beside ``--dry-run``, as if it took a value).
 """
 
 from __future__ import annotations
 
+import ast
 import os
-import re
+import shlex
 import sys
 
 import typer
@@ -23,9 +24,10 @@ from . import output
 #: (a diverged training, something unavailable). Other exceptions are bugs: a traceback.
 EXIT_CODES = ((InvalidInputError, 2), (ValueError, 2), (OSError, 2), (FolderInUseError, 2), (EquibenchError, 1))
 
-#: Library parameters whose option has another name (same meaning and unit).
-OPTION_NAMES = {"timeout_s": "timeout", "n_layers": "layers", "n_heads": "heads", "out_dir": "out", "results_dirs": "results",
-                "n_batches": "batches", "out_path": "out"}
+#: The library steps a message may name (see :func:`with_flags`): command, flags other than --parameter-name.
+STEPS = {"download_tasks": ("download", {"task_ids": "--tasks"}), "convert_official": ("convert-official", {}),
+         "check_cache": ("download", {"cache": "--verify", "task_ids": "--tasks"}), "evaluate": ("evaluate", {"out_dir": "--out"})}
+_NOT_LITERAL, _ALONE = object(), object()  # a reference's value when it is not a literal, when it names a parameter alone
 
 _OS_ADVICE = {
     PermissionError: "choose a folder you can write to, or fix its permissions",
@@ -49,42 +51,54 @@ def message(error: Exception) -> str:
 
 
 def with_flags(text: str, command) -> str:
-    """``text`` with the library parameters that are options of ``command`` written as its
-    flags: ``name=True`` and ``name=False`` of a flag anywhere ("pass resume=True" -> "pass
-    --resume", "--no-resume" where the flag has that form), ``name=value`` of any option
-    anywhere (Python's quotes dropped: "device='cpu'" -> "--device=cpu"), one entry of a mapping
-    option ("weights={'tabicl': 'x.ckpt'}" -> "--weights tabicl=x.ckpt"), a config field
-    (``PriorConfig.max_classes`` -> ``--max-classes``), ``name_with_underscores`` anywhere, and a
-    one-word name only where it opens the message ("jobs must be ..." -> "--jobs must be ...").
-    ``command`` is the (click) command that ran, or None."""
-    if command is None:
-        return text
-    options = [option for option in command.params if isinstance(option, TyperOption)]
-    flags = {option.name: option.opts[0] for option in options}
-    flags.update({alias: flags[name] for alias, name in OPTION_NAMES.items() if name in flags})
-    switches = {option.name: (option.opts[0], option.secondary_opts[0] if option.secondary_opts else None)
-                for option in options if option.is_flag}
-    if switches:
-        names = "|".join(re.escape(name) for name in sorted(switches, key=len, reverse=True))
-        text = re.sub(rf"(?<![\w./\\-])({names})=(True|False)\b",
-                      lambda match: switches[match.group(1)][match.group(2) == "False"] or match.group(), text)
-    if not flags:
-        return text
-    every = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True))
-    text = re.sub(rf"(?<![\w./\\-])({every})=\{{'([^']+)': (?:'([^']*)'|(\w+))\}}",
-                  lambda match: f"{flags[match.group(1)]} {match.group(2)}={match.group(3) or match.group(4) or ''}",
-                  text)
-    text = re.sub(rf"(?<![\w./\\-])({every})=(?:'([^'\s]*)'|\"([^\"\s]*)\"|(?=[\w.:/-]))",
-                  lambda match: f"{flags[match.group(1)]}={match.group(2) or match.group(3) or ''}", text)
-    text = re.sub(rf"\b[A-Z]\w*Config\.({every})\b(?![\w/\\-]|\.\w)", lambda match: flags[match.group(1)], text)
-    names = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True) if "_" in name)
-    if names:
-        # not inside a path or a longer name ("Model.n_heads", "runs/nan_prob/model.pt")
-        text = re.sub(rf"(?<![\w./\\-])({names})(?![\w/\\-]|\.\w)", lambda match: flags[match.group(1)], text)
-    first = re.match(r"\w+\b", text)
-    if first and first.group() in flags and "_" not in first.group():
-        text = flags[first.group()] + text[first.end():]
-    return text
+    """``text`` with the library's references (in backticks, see :mod:`equibench.errors`) to an option of
+    ``command`` as its flag (`jobs`: --jobs, `resume=True`: --resume, `weights={'tabicl': 'x'}`: --weights
+    tabicl=x), to a step of :data:`STEPS` as its command line (`check_cache(cache='c')`: `equibench download --verify c`)."""
+    pieces = text.split("`")
+    for index in range(1, len(pieces) - 1, 2):  # the spans between two backticks
+        pieces[index] = _written(pieces[index], command) or f"`{pieces[index]}`"
+    return "".join(pieces) if len(pieces) % 2 else "".join(pieces[:-1]) + "`" + pieces[-1]
+
+
+def _written(span: str, command) -> str | None:
+    """One span between backticks as ``command``'s flag or as a step's command line; None for any other."""
+    try:
+        call = ast.parse(f"_({span})", mode="eval").body
+        ((name, value),) = _inputs(call)  # one reference
+    except (SyntaxError, ValueError):
+        return None
+    step = call.args[0] if call.args and isinstance(call.args[0], ast.Call) else ast.Call(ast.Name(name), [], [])
+    if isinstance(step.func, ast.Name) and step.func.id in STEPS:
+        words, flags = ["equibench", STEPS[step.func.id][0]], STEPS[step.func.id][1]
+        for parameter, value in _inputs(step):
+            if value in (_NOT_LITERAL, _ALONE):
+                return None
+            flag = flags.get(parameter, f"--{parameter.replace('_', '-')}")
+            words += [] if value is None else [flag, shlex.quote(str(value))]
+        return f"`{' '.join(words)}`"
+    option = next((option for option in getattr(command, "params", []) if option.name == name), None)
+    if not isinstance(option, TyperOption) or value is _NOT_LITERAL:
+        return None
+    if value is _ALONE or option.is_flag and value is True:
+        return option.opts[0]
+    if option.is_flag:
+        return (option.secondary_opts or [None])[0] if value is False else None
+    if isinstance(value, dict):
+        return " ".join(f"{option.opts[0]} {key}={path}" for key, path in value.items())
+    return f"{option.opts[0]}={value}"
+
+
+def _inputs(call: ast.Call) -> list[tuple[str | None, object]]:
+    """The (name, value) pairs ``call`` passes (a list comma-joined), a call's in its place (`task_ids=select_tasks(suite='gt10')`)."""
+    inputs = [(node.id, _ALONE) if isinstance(node, ast.Name) else (None, _NOT_LITERAL) for node in call.args]
+    for keyword in call.keywords:
+        try:
+            value = keyword.value if isinstance(keyword.value, ast.Call) else ast.literal_eval(keyword.value)
+        except (ValueError, TypeError):  # not a literal
+            value = _NOT_LITERAL
+        inputs += _inputs(value) if isinstance(value, ast.Call) else [
+            (keyword.arg, ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value)]
+    return inputs
 
 
 def without_flag_types(params: list) -> list:
@@ -97,10 +111,14 @@ def without_flag_types(params: list) -> list:
 
 
 class Command(TyperCommand):
-    """The class of every command of the app: its flags show no value type in ``--help``."""
+    """The class of every command of the app: its output names its flags (:func:`with_flags`), its ``--help`` no value types."""
 
     def get_params(self, ctx: typer.Context) -> list:
         return without_flag_types(super().get_params(ctx))
+
+    def invoke(self, ctx: typer.Context):
+        output.console.words = output.errors.words = lambda text: with_flags(text, self)
+        return super().invoke(ctx)
 
 
 class CommandGroup(TyperGroup):
@@ -125,9 +143,10 @@ class CommandGroup(TyperGroup):
             code = exit_code(error)
             if code is None:
                 raise
-            command = self.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
-            output.errors.print(f"[red]error:[/red] {escape(with_flags(message(error), command))}", highlight=False)
+            output.errors.print(f"[red]error:[/red] {escape(message(error))}", highlight=False)  # in the command's words
             raise typer.Exit(code=code) from None
+        finally:
+            output.console.words = output.errors.words = str  # a command run next sets its own
 
 
 def _silence_stdout() -> None:

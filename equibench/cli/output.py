@@ -1,7 +1,7 @@
 """What the commands print: consoles whose lines are never cut, tables and JSON.
 
 Results go to :data:`console` (stdout); progress bars, warnings and errors to :data:`errors`
-(stderr). Commands reach both as attributes of this module, so tests can swap them.
+(stderr), in the command's words. Commands reach both as attributes of this module, so tests can swap them.
 """
 
 from __future__ import annotations
@@ -16,10 +16,17 @@ from rich.console import Console
 from rich.table import Table
 
 
+class _Console(Console):
+    words = staticmethod(str)  # the running command's words for a text (set by :class:`~.failures.Command`)
+
+    def render_str(self, text: str, **kwargs):
+        return super().render_str(self.words(text), **kwargs)
+
+
 def _console(stderr: bool = False) -> Console:
     """A console whose lines are never hard-wrapped or cut: piped output uses unlimited
     width (tables at their natural width), a terminal soft-wraps long lines."""
-    console = Console(stderr=stderr, soft_wrap=True)
+    console = _Console(stderr=stderr, soft_wrap=True)
     if not console.is_terminal:
         console.width = 100_000
     return console

@@ -13,12 +13,10 @@ from rich.markup import escape
 from .. import __version__
 from ..errors import InvalidInputError
 from . import output
-from .failures import with_flags
 from .options import JsonOption, WeightsOption, int_list, weights_map
 
 
 def equivariance(
-    context: typer.Context,
     checkpoints: Annotated[Optional[list[Path]], typer.Option("--checkpoints", help="Checkpoint file (repeat the option for several); default: the packaged EquiTabPFN and TabPFN* ones.")] = None,
     classes: Annotated[str, typer.Option(help="Class counts K, e.g. 2,4,8,10 or 2-10 (TabPFN* skips K > 10).")] = "2,4,8,10",
     ensembles: Annotated[str, typer.Option(help="Permutation-ensemble sizes, e.g. 1,2,4,8,16.")] = "1,2,4,8,16",
@@ -76,12 +74,11 @@ def equivariance(
         table.add_row(label, str(n_classes), *(f"{100 * changes[size]:.2f}" if size in changes else "" for size in sizes))
     output.console.print(table)
     for note in frame.attrs["notes"]:
-        output.console.print(f"[yellow]note:[/yellow] {escape(with_flags(note, context.command))}", highlight=False)
+        output.console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
     output.console.print(f"results in {out}/ (README.md lists the files)")
 
 
 def boundaries(
-    context: typer.Context,
     out: Annotated[Path, typer.Option(help="Output directory (decision-boundaries.png/.pdf/.csv).")] = Path("runs/boundaries"),
     methods: Annotated[Optional[str], typer.Option(help="Comma-separated methods (see `equibench methods`). Default: equitabpfn, tabpfn-star, tabpfn-v1, tabpfn-v2, tabicl, knn, linear-model, random-forest, xgboost. Those that cannot run here are named, with why, in the caption.", show_default=False)] = None,
     samples: Annotated[int, typer.Option(help="Points per dataset (60% train, 40% test).")] = 100,
@@ -123,7 +120,7 @@ def boundaries(
         table.add_row(dataset, *(f"{value:.3f}" if status == "ok" else "skipped"
                                  for value, status in zip(rows.accuracy, rows.status)))
     output.console.print(table)
-    output.console.print(escape(with_flags(caption(result), context.command)), highlight=False)
+    output.console.print(escape(caption(result)), highlight=False)
     output.console.print("wrote " + ", ".join(escape(str(path)) for path in files), highlight=False, soft_wrap=True)
 
 
@@ -163,8 +160,8 @@ def report_folders(results: list[Path] | None, out: Path | None) -> tuple[list[P
 
 
 def report(
-    results: Annotated[Optional[list[Path]], typer.Option(help="A results directory of `equibench evaluate` (repeat for several). Default: every results/<name> folder here that holds results (in the checkout: the committed results/demo, results/gt10, results/large, results/le10).", show_default=False)] = None,
-    out: Annotated[Optional[Path], typer.Option(help="Output directory (REPORT.md, tables/, figures/). Default: results/report for the default results (it regenerates the committed report), else runs/report.", show_default=False)] = None,
+    results_dirs: Annotated[Optional[list[Path]], typer.Option("--results", help="A results directory of `equibench evaluate` (repeat for several). Default: every results/<name> folder here that holds results (in the checkout: the committed results/demo, results/gt10, results/large, results/le10).", show_default=False)] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Output directory (REPORT.md, tables/, figures/). Default: results/report for the default results (it regenerates the committed report), else runs/report.", show_default=False)] = None,
 ) -> None:
     """Tables, figures and REPORT.md from stored evaluation results (runs no model).
 
@@ -172,9 +169,9 @@ def report(
     committed results (results/demo, results/gt10, results/large, results/le10), byte for byte."""
     from ..report import build_report
 
-    results, out = report_folders(results, out)
-    path = build_report(results, out)  # a failure stays one error line
-    output.console.print(f"read {', '.join(escape(str(folder)) for folder in results)}", highlight=False, soft_wrap=True)
+    results_dirs, out_dir = report_folders(results_dirs, out_dir)
+    path = build_report(results_dirs, out_dir)  # a failure stays one error line
+    output.console.print(f"read {', '.join(escape(str(folder)) for folder in results_dirs)}", highlight=False, soft_wrap=True)
     output.console.print(str(path), highlight=False, soft_wrap=True)
 
 

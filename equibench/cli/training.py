@@ -23,7 +23,7 @@ else:
     import tomli as tomllib
 
 from ..errors import InvalidInputError
-from ..model.config import SIZES
+from ..model.config import ARCH_ALIASES, ARCHITECTURES, SIZES
 from ..pretrain.config import SCHEDULES, TrainConfig
 from ..pretrain.recipe import RECIPES_DIR
 from ..prior.config import FEATURE_COUNTS, PriorConfig
@@ -42,8 +42,7 @@ def _shown(config: type, name: str) -> str:
     return "on" if value is True else "off" if value is False else str(value)
 
 
-Arch = Enum("Arch", {name: name for name in ("equitabpfn", "tabpfn", "tabpfn-star")}, type=str)
-_ARCH_ALIASES = {"tabpfn": "tabpfn-star"}
+Arch = Enum("Arch", {name: name for name in sorted({*ARCHITECTURES, *ARCH_ALIASES})}, type=str)
 Size = Enum("Size", {name: name for name in SIZE_NAMES}, type=str)
 Schedule = Enum("Schedule", {name: name for name in SCHEDULE_NAMES}, type=str)
 FeatureCounts = Enum("FeatureCounts", {name: name for name in FEATURE_COUNT_NAMES}, type=str)
@@ -154,7 +153,9 @@ def _loss_drop(out: Path) -> str | None:
 
 def _how_to_use(model_path: Path, arch: str) -> str:
     """The end-of-run lines that say how to use the model in ``model_path``."""
-    classifier = "EquiTabPFNClassifier" if arch == "equitabpfn" else "TabPFNStarClassifier"
+    from ..classifier.classifiers import CLASSIFIERS
+
+    classifier = CLASSIFIERS[arch].__name__
     path = model_path.as_posix()
     return (f"use it:   from equibench import {classifier}; {classifier}(checkpoint=\"{path}\")\n"
             f"score it: equibench score {shlex.quote(path)}")
@@ -171,7 +172,7 @@ def _will_train(out: Path, resume: bool, overwrite: bool) -> bool:
 
 
 def pretrain(
-    out: Annotated[Optional[Path], typer.Option(help="Output directory (train_state.pt, model.pt, log.jsonl); default runs/pretrain-<arch>.", show_default=False)] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Output directory (train_state.pt, model.pt, log.jsonl); default runs/pretrain-<arch>.", show_default=False)] = None,
     recipe: Annotated[Optional[str], typer.Option(callback=_list_recipes, is_eager=True, help=f"Start from a recipe: a shipped one by name ('--recipe list' describes them) or a TOML file; the flags given replace its values. Without one, the defaults shown apply, except with no --out either: then a quick start, the {QUICK_START_RECIPE} recipe for {QUICK_START_MINUTES:g} minutes (see --time-limit).")] = None,
     arch: Annotated[Arch, typer.Option(help="equitabpfn, or tabpfn (= tabpfn-star, the non-equivariant model).")] = "equitabpfn",
     size: Annotated[Optional[Size], typer.Option(help="Named model size.", show_default=_shown(TrainConfig, "size"))] = None,
@@ -205,8 +206,8 @@ def pretrain(
     resume: Annotated[bool, typer.Option(help="Continue the run saved in --out exactly.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Start a new run in --out, replacing the model.pt, config.json, log.jsonl and train_state.pt there.")] = False,
     d_model: Annotated[Optional[int], typer.Option(help="Override the size's width.")] = None,
-    layers: Annotated[Optional[int], typer.Option(help="Override the size's layer count.")] = None,
-    heads: Annotated[Optional[int], typer.Option(help="Override the size's attention heads.")] = None,
+    n_layers: Annotated[Optional[int], typer.Option("--layers", help="Override the size's layer count.")] = None,
+    n_heads: Annotated[Optional[int], typer.Option("--heads", help="Override the size's attention heads.")] = None,
     mlp_hidden: Annotated[Optional[int], typer.Option(help="Override the size's MLP width.")] = None,
     norm_first: Annotated[Optional[bool], typer.Option("--pre-ln/--post-ln", help="Pre- or post-LayerNorm blocks (default: the size's, post-LN as in the paper).")] = None,
     qk_norm: Annotated[Optional[bool], typer.Option("--qk-norm/--no-qk-norm", help="RMS-normalise queries and keys (default: the size's, off).")] = None,
@@ -239,12 +240,12 @@ def pretrain(
     )
     prior_values = given(rows=rows, nan_prob=nan_prob, tree_fraction=tree_fraction, outlier_prob=outlier_prob,
                          feature_counts=feature_counts, max_classes=max_classes, p_binary=p_binary)
-    model = given(size=size, d_model=d_model, n_layers=layers, n_heads=heads, mlp_hidden=mlp_hidden,
+    model = given(size=size, d_model=d_model, n_layers=n_layers, n_heads=n_heads, mlp_hidden=mlp_hidden,
                   norm_first=norm_first, qk_norm=qk_norm)
-    arch_name = _ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value)
-    quick_start = out is None and recipe is None
-    if out is None:
-        out = default_out(arch_name)
+    arch_name = ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value)
+    quick_start = out_dir is None and recipe is None
+    if out_dir is None:
+        out_dir = default_out(arch_name)
     if quick_start:
         recipe = QUICK_START_RECIPE
         time_limit = QUICK_START_MINUTES if time_limit is None else time_limit
@@ -255,21 +256,21 @@ def pretrain(
         raise InvalidInputError(f"--time-limit takes a positive number of minutes, got {time_limit}")
     if resume and overwrite:
         raise InvalidInputError("--resume continues the run in --out and --overwrite replaces it: pass one of them")
-    if quick_start and _will_train(out, resume, overwrite):  # else the library's error stays the one line
-        output.errors.print(f"quick start: the {recipe} recipe for {time_limit:g} minutes into {escape(str(out))} "
+    if quick_start and _will_train(out_dir, resume, overwrite):  # else the library's error stays the one line
+        output.errors.print(f"quick start: the {recipe} recipe for {time_limit:g} minutes into {escape(str(out_dir))} "
                             "(--out and --recipe choose otherwise)", highlight=False)
     stop = threading.Event()
     try:
         with stop_on_signals(stop):
             outcome = run_pretraining(
-                config, prior, out, resume=resume, progress=progress,
+                config, prior, out_dir, resume=resume, progress=progress,
                 time_limit_s=None if time_limit is None else 60 * time_limit, overwrite=overwrite, stop=stop,
                 console=output.errors,
             )
     except KeyboardInterrupt:
-        output.errors.print(f"[yellow]interrupted:[/yellow] {_after_interrupt(out)}", highlight=False)
+        output.errors.print(f"[yellow]interrupted:[/yellow] {_after_interrupt(out_dir)}", highlight=False)
         raise typer.Exit(code=130) from None
-    _report_outcome(outcome, out, config.arch, time_limit if quick_start else None)
+    _report_outcome(outcome, out_dir, config.arch, time_limit if quick_start else None)
 
 
 def _report_outcome(outcome, out: Path, arch: str, quick_start_minutes: float | None) -> None:
@@ -325,25 +326,25 @@ def export(
 def curves(
     runs: Annotated[list[Path], typer.Argument(help="Pretraining output directories (label = folder name, with "
                                                     "its parents where two are named alike).")],
-    out: Annotated[Path, typer.Option(help="PNG (or PDF) file to write.")],
+    out_path: Annotated[Path, typer.Option("--out", help="PNG (or PDF) file to write.")],
     smoothing: Annotated[int, typer.Option(help="Moving-average window of the training loss (steps).")] = 50,
 ) -> None:
     """Training curves (loss, validation accuracies vs step) of one or more pretraining runs."""
     from ..pretrain import plot_training_curves
     from ..pretrain.curves import run_labels
 
-    path = plot_training_curves(run_labels(runs), out, smoothing=smoothing)
+    path = plot_training_curves(run_labels(runs), out_path, smoothing=smoothing)
     output.console.print(f"wrote {path}")
 
 
 def prior_preview(
-    out: Annotated[Path, typer.Option(help="PNG (or PDF) file to write.")],
+    out_path: Annotated[Path, typer.Option("--out", help="PNG (or PDF) file to write.")],
     rows: Annotated[int, typer.Option(help="Rows per synthetic dataset.")] = 1152,
     seed: Annotated[int, typer.Option(help="Seed of the sampled batches.")] = 0,
-    batches: Annotated[int, typer.Option(help="Batches sampled for the distributions.")] = 64,
+    n_batches: Annotated[int, typer.Option("--batches", help="Batches sampled for the distributions.")] = 64,
 ) -> None:
     """A figure of sampled datasets (2-D projections by class) and the K, F and class-balance distributions."""
     from ..prior import PriorConfig, preview_prior
 
-    path = preview_prior(out, PriorConfig(rows=rows), seed=seed, n_batches=batches)
+    path = preview_prior(out_path, PriorConfig(rows=rows), seed=seed, n_batches=n_batches)
     output.console.print(f"wrote {path}")

@@ -23,9 +23,10 @@ from torch import nn
 from ..baselines.registry import method_spec, weights_methods
 from ..baselines.settings import MethodOptions
 from ..devices import resolve_device
-from ..equivariance_metric import TIE_TOLERANCE, compare_log_probs, ensemble_log_probs, unpermute
+from ..equivariance_metric import (TIE_TOLERANCE, compare_log_probs, ensemble_log_probs, non_identity_permutations,
+                                   unpermute)
 from ..errors import InvalidInputError
-from ..model import default_checkpoint, load_checkpoint
+from ..model import ARCHITECTURES, default_checkpoint, load_checkpoint
 from ..prior import PriorConfig, sample_batch
 from .methods import measure_method, method_label, prepare_methods
 
@@ -41,17 +42,16 @@ FORWARD_BATCH = 32
 FORWARD_TOKENS = 16384
 #: The classifiers' inference temperature, used for the ensembles' softmax outputs.
 SOFTMAX_TEMPERATURE = 0.8
-ARCH_LABELS = {"equitabpfn": "EquiTabPFN", "tabpfn-star": "TabPFN*"}
 
 
 def arch_label(arch: str) -> str:
-    """A row's ``arch`` for display: a checkpoint's architecture, or a measured method's label."""
-    return ARCH_LABELS.get(arch) or method_spec(arch).plain_label
+    """A row's ``arch`` (a checkpoint's architecture or a measured method) as the registry labels that method."""
+    return method_spec(arch).plain_label
 
 
 def default_checkpoints() -> tuple[Path, ...]:
     """The packaged EquiTabPFN and TabPFN* checkpoints."""
-    return tuple(default_checkpoint(arch) for arch in ARCH_LABELS)
+    return tuple(default_checkpoint(arch) for arch in ARCHITECTURES)
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class EquivarianceConfig:
             raise InvalidInputError("give at least one checkpoint")
         for name in self.methods:
             if name not in weights_methods():
-                raise InvalidInputError(f"methods: {name!r} is not a PFN method that takes weights; choose among "
+                raise InvalidInputError(f"`methods`: {name!r} is not a PFN method that takes weights; choose among "
                                         f"{', '.join(weights_methods())}")
         if not self.classes or min(self.classes) < 2:
             raise InvalidInputError(f"class counts K must be at least 2, got {list(self.classes)}")
@@ -95,7 +95,7 @@ class EquivarianceConfig:
                 f"use at least {4 * max(self.classes)} rows"
             )
         if not self.softmax_temperature > 0 or not self.tie_tolerance >= 0:
-            raise InvalidInputError("softmax_temperature must be > 0 and tie_tolerance >= 0")
+            raise InvalidInputError("`softmax_temperature` must be > 0 and `tie_tolerance` >= 0")
 
 
 class PriorDatasets(NamedTuple):
@@ -142,18 +142,13 @@ def prior_datasets(n_classes: int, n_datasets: int, rows: int, seed: int) -> Pri
     )
 
 
-def draw_permutations(
-    n_datasets: int, n_classes: int, n_members: int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+def draw_permutations(n_datasets: int, n_classes: int, n_members: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per dataset: sigma, uniform among the non-identity permutations, (D, K); and the
     ensemble members' relabellings (D, E, K), member 0 the identity, the others uniform."""
     generator = _generator(seed, n_classes, 1)
-    identity = torch.arange(n_classes)
-    sigma = torch.rand(n_datasets, n_classes, generator=generator).argsort(dim=1)
-    while bool((redraw := (sigma == identity).all(dim=1)).any()):
-        sigma[redraw] = torch.rand(int(redraw.sum()), n_classes, generator=generator).argsort(dim=1)
+    sigma = non_identity_permutations(n_datasets, n_classes, generator)
     members = torch.rand(n_datasets, n_members, n_classes, generator=generator).argsort(dim=2)
-    members[:, 0] = identity
+    members[:, 0] = torch.arange(n_classes)
     return sigma, members
 
 

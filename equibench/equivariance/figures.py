@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.colors import ListedColormap
-from matplotlib.figure import Figure
 
-from ..figures import save_figure
+from ..figures import new_figure, save_figure
 from .experiment import arch_label
 from .toy import TOY_EXTENT, TOY_ORDERINGS, differs_from_identity, toy_problem
 
@@ -74,7 +73,7 @@ def plot_equivariance_gap(frame: pd.DataFrame, stem: Path) -> list[Path]:
     """The paper's figure: % arg-max changes vs K (1 member; the checkpoints' networks and the
     measured methods) and vs ensemble size (the networks: one line per K for TabPFN*,
     EquiTabPFN at its worst K); error bars +-1 s.e.m. over datasets."""
-    figure = Figure(figsize=(12, 4.8), layout="constrained")
+    figure = new_figure(12, 4.8)
     left, right = figure.subplots(1, 2)
     _plot_vs_classes(left, frame)
     _plot_vs_ensemble(right, frame)
@@ -94,7 +93,7 @@ def plot_nine_point_toy(predictions: dict[str, list[np.ndarray]], stem: Path) ->
     grid_size = next(iter(predictions.values()))[0].shape[0]
     half_step = (TOY_EXTENT[1] - TOY_EXTENT[0]) / (grid_size - 1) / 2  # mesh points are pixel centres
     extent = (TOY_EXTENT[0] - half_step, TOY_EXTENT[1] + half_step) * 2
-    figure = Figure(figsize=(11.5, 3.7 * len(predictions) + 0.6), layout="constrained")
+    figure = new_figure(11.5, 3.7 * len(predictions) + 0.6)
     grid = figure.subplots(len(predictions), len(TOY_ORDERINGS), squeeze=False, sharex=True, sharey=True)
     image, differs = None, differs_from_identity(predictions)
     for row, (label, maps) in zip(grid, predictions.items()):

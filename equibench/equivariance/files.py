@@ -3,7 +3,6 @@ figures and a README that says what each file holds)."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -13,6 +12,7 @@ import pandas as pd
 
 from ..baselines.registry import method_spec
 from ..baselines.settings import MethodOptions
+from ..classifier.checkpoints import checkpoint_sha256
 from ..errors import InvalidInputError
 from ..model import load_checkpoint
 from ..model.checkpoint import packaged_checkpoint_dir
@@ -48,7 +48,7 @@ def results_display(frame: pd.DataFrame) -> pd.DataFrame:
 def describe_checkpoint(path: Path) -> str:
     """A checkpoint as the README names it: a packaged one by file name (not this machine's
     path), any other by its path; both with the first 12 hex digits of the file's sha256."""
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    digest = checkpoint_sha256(path)[:12]
     if path.resolve().parent == packaged_checkpoint_dir().resolve():
         return f"{path.name} (packaged, sha256 {digest})"
     return f"{path} (sha256 {digest})"
@@ -115,7 +115,7 @@ def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, to
     has a row per method of ``toy_methods`` (registry names, e.g. ``tabpfn-v1``, run with
     ``options``' weights) that can run here; the others are named, with why, in the notes."""
     if toy_grid < 2:
-        raise InvalidInputError(f"toy_grid needs at least 2 points per side, got {toy_grid}")
+        raise InvalidInputError(f"`toy_grid` needs at least 2 points per side, got {toy_grid}")
     for name in toy_methods:
         method_spec(name)
     for path in config.checkpoints:

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..baselines.registry import METHODS, check_weight_paths, check_weights, method_spec, weights_methods
+from ..baselines.registry import METHODS, check_weight_paths, method_spec, weights_methods
 from ..baselines.settings import MethodOptions, Settings
 from ..equivariance_metric import compare_log_probs
 from ..errors import InvalidInputError, MissingDependencyError
+from ..evaluate.config import method_settings
 
 #: Probabilities are floored here before their log (a method may give a class exactly 0).
 PROBABILITY_FLOOR = 1e-12
@@ -25,7 +26,7 @@ def weighted_methods(options: MethodOptions) -> tuple[str, ...]:
     """The methods the user gave weights for, in registry order: those of ``options.weights``,
     and those that need weights and have them from their environment variable."""
     return tuple(name for name in weights_methods()
-                 if name in options.weights or (METHODS[name].needs_weights and METHODS[name].settings.given_weights(options)))
+                 if name in options.weights or (METHODS[name].needs_weights and METHODS[name].given_weights(options)))
 
 
 def prepare_methods(names: tuple[str, ...], options: MethodOptions) -> tuple[dict[str, Settings], dict[str, str]]:
@@ -33,26 +34,25 @@ def prepare_methods(names: tuple[str, ...], options: MethodOptions) -> tuple[dic
     missing file in ``options.weights`` is an InvalidInputError before any work); and, per
     method that cannot, why (its package is not installed, or its environment variable names
     no file)."""
-    check_weights(options.weights)
     check_weight_paths(options.weights)
     prepared, unavailable = {}, {}
     for name in names:
         spec = method_spec(name)
-        path = spec.settings.given_weights(options)
+        path = spec.given_weights(options)
         if path is None:
-            raise InvalidInputError(f"{name} has no weights to measure; give them as weights={{'{name}': PATH}}")
+            raise InvalidInputError(f"{name} has no weights to measure; give them as `weights={{{name!r}: 'PATH'}}`")
         if spec.needs_weights and not Path(path).exists():
             unavailable[name] = f"its weights {path!r} (from ${spec.weights.env}) do not exist"
         elif spec.requires is not None and not spec.requires.installed():
             unavailable[name] = str(MissingDependencyError(name, spec.requires.module, spec.requires.pip))
         else:
-            prepared[name] = spec.implementation().prepare(spec.settings.from_options(options)).variants((1,))[0]
+            prepared[name] = method_settings(name, options).variants((1,))[0]
     return prepared, unavailable
 
 
 def method_label(name: str, options: MethodOptions) -> str:
     """A measured method as its rows name it, in the flag's form: ``tabpfn-v2=FOLDER``."""
-    return f"{name}={Path(method_spec(name).settings.given_weights(options)).name}"
+    return f"{name}={Path(method_spec(name).given_weights(options)).name}"
 
 
 def _features(x: torch.Tensor) -> np.ndarray:

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from ..baselines.registry import check_weight_paths, check_weights, method_spec
+from ..baselines.registry import check_weight_paths, method_spec
 from ..baselines.settings import MethodOptions
 from ..classifier import classifier_for
 from ..errors import MethodUnavailableError
-from ..model import load_checkpoint
-from .experiment import ARCH_LABELS, checkpoint_labels
+from ..evaluate.config import method_settings
+from ..model import ARCHITECTURES, load_checkpoint
+from .experiment import arch_label, checkpoint_labels
 
 #: The class orderings: ordering[c] is the label given to original class c.
 TOY_ORDERINGS = {
@@ -52,11 +53,10 @@ def method_toy_predictions(name: str, options: MethodOptions, grid: int, orderin
                            seed: int = 0) -> np.ndarray:
     """Like :func:`toy_predictions` for a method of the registry (e.g. TabPFN v1/v2 with the
     user's weights), one member; a MethodUnavailableError when it cannot run here."""
-    spec = method_spec(name)
-    settings = spec.implementation().prepare(spec.settings.from_options(options)).variants((1,))[0]
+    settings = method_settings(name, options).variants((1,))[0]
     x_train, y_train, mesh = toy_problem(grid)
     relabel = np.asarray(ordering)
-    method = spec.implementation()(9, seed, settings).fit(x_train.astype(np.float32), relabel[y_train])
+    method = method_spec(name).implementation()(9, seed, settings).fit(x_train.astype(np.float32), relabel[y_train])
     predicted = method.predict_proba(mesh.astype(np.float32)).argmax(axis=1)  # labels 0..8
     return np.argsort(relabel)[predicted].reshape(grid, grid)
 
@@ -65,7 +65,6 @@ def method_toy(methods: tuple[str, ...], options: MethodOptions, grid: int = 150
                seed: int = 0) -> tuple[dict[str, list[np.ndarray]], dict[str, str]]:
     """Per method of the registry that can run here, by its label, its predictions under each
     of ``TOY_ORDERINGS``; and, by label, why each of the others cannot."""
-    check_weights(options.weights)
     check_weight_paths(options.weights)
     predictions, skipped = {}, {}
     for name in methods:
@@ -83,8 +82,8 @@ def toy_models(checkpoints: tuple[Path, ...]) -> dict[str, nn.Module]:
     chosen = {}
     for label, path in zip(checkpoint_labels(checkpoints), checkpoints):
         model = load_checkpoint(path)[0]
-        chosen.setdefault(model.arch, (f"{ARCH_LABELS.get(model.arch, model.arch)} ({label})", model))
-    return dict(chosen[arch] for arch in ARCH_LABELS if arch in chosen)
+        chosen.setdefault(model.arch, (f"{arch_label(model.arch)} ({label})", model))
+    return dict(chosen[arch] for arch in ARCHITECTURES if arch in chosen)
 
 
 def nine_point_toy(models: dict[str, nn.Module], grid: int = 150, device: str = "cpu",

@@ -189,7 +189,7 @@ class DaskBackend(CellBackend):
         if scheduler.startswith("local:"):
             count = scheduler.removeprefix("local:")
             if not count.isdigit() or int(count) < 1:
-                raise InvalidInputError(f"scheduler local:N takes a positive number of workers, got {scheduler!r}")
+                raise InvalidInputError(f"`scheduler` local:N takes a positive number of workers, got {scheduler!r}")
             workers = int(count)
             import dask
 
@@ -201,14 +201,14 @@ class DaskBackend(CellBackend):
         try:
             if scheduler.endswith(".json"):
                 if not Path(scheduler).is_file():
-                    raise InvalidInputError(f"scheduler file {scheduler!r} does not exist (written by `dask scheduler --scheduler-file`)")
+                    raise InvalidInputError(f"scheduler file {scheduler!r} does not exist (a Dask scheduler writes it when told to)")
                 client = Client(scheduler_file=scheduler, timeout=timeout_s)
             else:
                 client = Client(scheduler, timeout=timeout_s)
         except (OSError, TimeoutError) as error:
             raise InvalidInputError(
                 f"could not reach a Dask scheduler at {scheduler!r} within {timeout_s:.0f} s ({error}); start one with "
-                "`dask scheduler` and workers with `dask worker ADDRESS`, or use the scheduler local:N"
+                "`dask scheduler` and workers with `dask worker ADDRESS`, or use `scheduler='local:N'`"
             ) from None
         return cls(client)
 
@@ -278,9 +278,9 @@ class DaskBackend(CellBackend):
 def check_backend_options(jobs: int | None, scheduler: str | None) -> None:
     """``jobs`` None: not given (the default of :func:`make_backend`)."""
     if jobs is not None and jobs < 1:
-        raise InvalidInputError(f"jobs must be at least 1, got {jobs}")
+        raise InvalidInputError(f"`jobs` must be at least 1, got {jobs}")
     if scheduler and jobs not in (None, 1):
-        raise InvalidInputError("jobs and scheduler exclude each other: on a Dask cluster its workers set the parallelism")
+        raise InvalidInputError("`jobs` and `scheduler` exclude each other: on a Dask cluster its workers set the parallelism")
 
 
 def make_backend(jobs: int | None = 1, scheduler: str | None = None, threads_per_cell: int = 1) -> CellBackend:

@@ -128,7 +128,8 @@ def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellO
         started = time.perf_counter()
         proba = method.predict_proba(data["X_test"])  # (n_test, K)
         row["time_predict_s"] = time.perf_counter() - started
-        row.update(method.context_summary())  # as the predict's contexts served the test rows
+        if diagnostics := method.diagnostics():  # e.g. how a PFN's contexts served the test rows
+            row["diagnostics"] = diagnostics
         if not np.isfinite(proba).all():
             raise FloatingPointError(f"{cell.method} predicted non-finite probabilities")
         row.update(cell_metrics(data["y_test"], proba))

@@ -7,7 +7,7 @@ import numbers
 import os
 from dataclasses import dataclass
 
-from ..baselines.registry import METHODS, check_weight_paths, check_weights, method_spec
+from ..baselines.registry import METHODS, check_weight_paths, method_spec
 from ..baselines.settings import MethodOptions, Settings
 from ..errors import InvalidInputError
 from ..tasks.suites import Suite
@@ -32,18 +32,17 @@ class EvaluateConfig(MethodOptions):
         if self.folds is not None:
             object.__setattr__(self, "folds", _as_tuple(self.folds, "folds", numbers.Integral))
         super().__post_init__()
-        check_weights(self.weights)
         check_weight_paths(self.weights)
         if not self.methods:
-            raise InvalidInputError("no methods selected; choose from " + ", ".join(METHODS))
+            raise InvalidInputError("no methods selected; choose `methods` from " + ", ".join(METHODS))
         for name in self.methods:
             method_spec(name)
         if len(set(self.methods)) != len(self.methods):
-            raise InvalidInputError(f"methods listed more than once: {sorted(m for m in set(self.methods) if self.methods.count(m) > 1)}")
+            raise InvalidInputError(f"`methods` listed more than once: {sorted(m for m in set(self.methods) if self.methods.count(m) > 1)}")
         if self.folds is not None and (not self.folds or min(self.folds) < 0):
-            raise InvalidInputError(f"folds must be non-negative fold numbers, got {list(self.folds)}")
+            raise InvalidInputError(f"`folds` must be non-negative fold numbers, got {list(self.folds)}")
         if self.threads_per_cell < 1:
-            raise InvalidInputError(f"threads_per_cell must be at least 1, got {self.threads_per_cell}")
+            raise InvalidInputError(f"`threads_per_cell` must be at least 1, got {self.threads_per_cell}")
 
     def resolved_openml_cache(self) -> str | None:
         return self.openml_cache or os.environ.get("OPENML_CACHE_DIR") or None
@@ -55,15 +54,20 @@ def _as_tuple(value, name: str, kind: type) -> tuple:
     values = (value,) if isinstance(value, kind) else tuple(value) if isinstance(value, (list, tuple, range)) else None
     if values is None or not all(isinstance(item, kind) and not isinstance(item, bool) for item in values):
         what = "a method name" if kind is str else "an integer"
-        raise InvalidInputError(f"{name} must be {what} or a list of them, got {value!r}")
+        raise InvalidInputError(f"`{name}` must be {what} or a list of them, got {value!r}")
     return tuple(int(item) for item in values) if kind is not str else values
 
 
+def method_settings(name: str, options: MethodOptions) -> Settings:
+    """The settings of method ``name`` for ``options``, resolved and checked (see ``Method.prepare``)."""
+    spec = method_spec(name)
+    return spec.implementation().prepare(spec.settings.from_options(options, spec.given_weights(options)))
+
+
 def prepared_settings(options: MethodOptions) -> dict[str, Settings]:
-    """Every registered method's settings for a run, resolved and checked once (see
-    ``Method.prepare``): the manifest records them all, so that a later run adding a method
-    finds what its cells would be made with."""
-    return {name: spec.implementation().prepare(spec.settings.from_options(options)) for name, spec in METHODS.items()}
+    """Every registered method's settings for a run, resolved and checked once: the manifest
+    records them all, so that a later run adding a method finds what its cells would be made with."""
+    return {name: method_settings(name, options) for name in METHODS}
 
 
 def run_fingerprint(config: EvaluateConfig, settings: dict[str, Settings], suite: Suite) -> dict:

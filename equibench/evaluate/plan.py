@@ -1,9 +1,8 @@
 """What a run will do: every task of the suite loaded once (:class:`TaskInfo`), the run's cells
-and their estimated cost, and the lines that name missing tasks with the command that brings them."""
+and their estimated cost, and the lines that name missing tasks with the step that brings them."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -68,7 +67,7 @@ def plan_cells(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskInfo],
         folds = config.folds if config.folds is not None else range(info.n_folds or 10)
         if info.error is None and info.missing is None and any(fold >= info.n_folds for fold in folds):
             raise InvalidInputError(f"task {task_id} has folds 0..{info.n_folds - 1}, not all of the folds asked for "
-                                    f"({', '.join(map(str, folds))}); choose folds among them")
+                                    f"({', '.join(map(str, folds))}); choose `folds` among them")
         for fold in folds:
             for name in config.methods:
                 cells.extend(Cell(suite.name, task_id, fold, name, variant) for variant in variants[name])
@@ -96,24 +95,20 @@ def missing_groups(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskIn
     given = config.resolved_openml_cache()
     lines = []
     for (cache, cause), task_ids in groups.items():
-        where = f"the OpenML cache {cache!r}" if given is not None else f"openml's own cache {cache!r} (no openml_cache given)"
+        where = f"the OpenML cache {cache!r}" if given is not None else f"openml's own cache {cache!r} (no `openml_cache` given)"
         listed = "" if len(task_ids) == len(suite.task_ids) else ": " + ", ".join(task_ids[:10]) + (
             f" and {len(task_ids) - 10} more" if len(task_ids) > 10 else "")
         lines.append(f"{len(task_ids)} of {len(suite.task_ids)} {suite.name} tasks are not in {where} and {cause}"
                      f"{listed}")
     if not any(info.missing.unreachable for info in infos.values() if info.missing is not None):
         return lines, None
-    suite_arg = shlex.quote(config.suite)
     holds_some = given is not None and any(info.missing is None for task_id, info in infos.items()
                                            if not task_id.startswith(("demo-", FILE_PREFIX)))
-    if holds_some:
-        step = (f"where a network is, fetch what the cache lacks with `equibench download --suite {suite_arg} --cache "
-                f"{shlex.quote(given)}` (it keeps what is there), or point openml_cache at a cache that holds them; "
-                "then rerun this command (finished cells are kept)")
-    else:
-        step = (f"point openml_cache at your OpenML cache folder (DIR), or fill one where a network is with "
-                f"`equibench download --suite {suite_arg} --cache DIR`; then rerun this command with openml_cache DIR")
-    return lines, step
+    fetch = f"download_tasks(task_ids=select_tasks(suite={config.suite!r}), cache={given if holds_some else 'DIR'!r})"
+    return lines, (f"where a network is, fetch what the cache lacks with `{fetch}` (it keeps what is there), or point "
+                   "`openml_cache` at a cache that holds them; then run again (finished cells are kept)" if holds_some else
+                   f"point `openml_cache` at your OpenML cache folder (DIR), or fill one where a network is with `{fetch}`; "
+                   "then run again with `openml_cache` DIR")
 
 
 def warn_of_cache_gaps(config: EvaluateConfig, suite: Suite, console: Console) -> None:

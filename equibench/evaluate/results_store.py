@@ -34,16 +34,15 @@ COLUMNS = [
     "suite", "task_id", "dataset", "fold", "method", "variant", "status", "reason",
     "accuracy", "auc", "f1", "log_loss", "time_fit_s", "time_predict_s",
     "n_train", "n_val", "n_test", "n_features", "n_features_used", "n_classes", "seed", "threads", "proba_file", "traceback_file",
-    "context", "context_groups", "context_rows", "context_classes",
+    "diagnostics",  # the method's (``Method.diagnostics``): a mapping in a cell, JSON text in results.csv
 ]
 FINISHED = ("ok", "skipped")  # failed cells are run again by the next invocation
 REQUIRED_KEYS = ("suite", "task_id", "fold", "method", "variant", "status")
 STATUSES = ("ok", "skipped", "failed")
 TEXT_KEYS = ("suite", "task_id", "method", "variant", "dataset", "reason", "proba_file", "traceback_file",
-             "proba_sha256", "context")
+             "proba_sha256")
 NUMBER_KEYS = ("accuracy", "auc", "f1", "log_loss", "time_fit_s", "time_predict_s", "n_train", "n_val", "n_test",
-               "n_features", "n_features_used", "n_classes", "seed", "threads", "context_groups", "context_rows",
-               "context_classes")
+               "n_features", "n_features_used", "n_classes", "seed", "threads")
 OK_NUMBERS = ("accuracy", "time_fit_s", "time_predict_s")  # what every ok cell has, finite
 #: folder -> the names of the files the store writes there (temporary copies: ".<name>.XXXXXXXX.tmp")
 _OWN_FILES = {"": r"results\.csv|manifest\.json", "cells": r"[^.].*\.json", "probas": r".+\.npz",
@@ -114,11 +113,8 @@ class ResultsStore:
             if relative:
                 (self.root / relative).unlink(missing_ok=True)
 
-    def table(self) -> pd.DataFrame:
-        return results_table(self.rows())
-
     def write_table(self) -> Path:
-        table = self.table()
+        table = results_table(self.rows())
         self._table_written = time.monotonic()
         return atomic_write(self.root / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
 
@@ -131,6 +127,7 @@ class ResultsStore:
 def results_table(rows: list[dict]) -> pd.DataFrame:
     """The rows as the results.csv table: its columns, sorted by cell."""
     frame = pd.DataFrame(rows, columns=["key", *COLUMNS])
+    frame["diagnostics"] = [json.dumps(value) if isinstance(value, dict) else None for value in frame["diagnostics"]]
     return frame.drop(columns="key").sort_values(["suite", "task_id", "fold", "method", "variant"], kind="stable")
 
 
@@ -164,6 +161,8 @@ def _field_problem(row: dict) -> str | None:
         return f"has fold {row['fold']!r}, not a fold number"
     if row["status"] not in STATUSES:
         return f"has the status {row['status']!r}, not one of {', '.join(STATUSES)}"
+    if not isinstance(row.get("diagnostics", {}), dict):
+        return f"has diagnostics {row['diagnostics']!r}, not a mapping"
     for key in NUMBER_KEYS:
         value = row.get(key)
         if value is not None and (not _is_number(value) or math.isinf(value)):

@@ -65,7 +65,8 @@ def evaluate(
     dry run only reads it. A folder this call created is removed again when the settings are
     rejected before any cell ran."""
     out_dir = Path(out_dir)
-    check_out_dir(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InvalidInputError(f"`out_dir` {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
     if progress:
         plain_every_s()  # a bad EQUIBENCH_PROGRESS_EVERY_S is refused before the folder is touched
     console = console or Console(stderr=True)
@@ -123,12 +124,6 @@ def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "f
     """
     suite = frame_suite(frame, target, Path(out), name, fold_column)
     return evaluate(EvaluateConfig(suite=str(suite), **options), out, backend=backend, progress=progress)
-
-
-def check_out_dir(out_dir: Path) -> None:
-    """An InvalidInputError when ``out_dir`` exists but is not a folder."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InvalidInputError(f"out_dir {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
 
 
 @dataclass
@@ -242,8 +237,7 @@ def _run_cells(config: EvaluateConfig, store: ResultsStore, run: _Run, summary: 
     finish_invocation(out_dir, invocation, summary.counts, missing=sorted(summary.missing))
 
 
-def _run(cells: list[Cell], context: CellContext, backend: CellBackend,
-         started: Callable[[Cell], None] | None = None):
+def _run(cells: list[Cell], context: CellContext, backend: CellBackend, started: Callable[[Cell], None]):
     """Yield (cell, outcome) as cells finish, submitting them in order and keeping
     ``backend.capacity()`` in flight (``started(cell)`` is called just before each submission).
     A cell whose worker died is resubmitted or becomes a failed row, as the backend says; the
@@ -254,8 +248,7 @@ def _run(cells: list[Cell], context: CellContext, backend: CellBackend,
     while queue or in_flight:
         while queue and len(in_flight) < backend.capacity():
             cell = queue.pop()
-            if started is not None:
-                started(cell)
+            started(cell)
             in_flight[backend.submit(cell, context)] = cell
         done, _ = futures.wait(in_flight, return_when=futures.FIRST_COMPLETED)
         lost = False

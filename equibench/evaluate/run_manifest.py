@@ -30,15 +30,15 @@ def read_manifest(path: Path) -> dict:
     try:
         manifest = json.loads(path.read_text())
         if not isinstance(manifest, dict) or not isinstance(manifest.get("invocations"), list):
-            raise InvalidInputError("no `invocations` list")
+            raise InvalidInputError("no 'invocations' list")
         settings = manifest.get("settings")
         if (not isinstance(settings, dict) or "seed" not in settings or not isinstance(settings.get("methods"), dict)
                 or not isinstance(settings.get("suite"), dict)):
-            raise InvalidInputError("no `settings` with `seed`, `methods` and `suite`")
+            raise InvalidInputError("no 'settings' with 'seed', 'methods' and 'suite'")
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise InvalidInputError(
             f"{str(path)!r} is damaged ({error}); move it aside (the stored cells are kept, only the run history "
-            "and the settings check are lost) or pass a new out_dir"
+            "and the settings check are lost) or pass a new `out_dir`"
         ) from None
     return manifest
 
@@ -55,11 +55,11 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
     if changed:
         raise InvalidInputError(
             f"{str(out_dir)!r} holds results of {', '.join(changed)} made from table files whose content has "
-            "changed since; pass a new out_dir (or restore the files) to keep results consistent"
+            "changed since; pass a new `out_dir` (or restore the files) to keep results consistent"
         )
     if saved["seed"] != current["seed"]:
         raise InvalidInputError(f"{str(out_dir)!r} holds results made with seed {saved['seed']}; rerun with it to "
-                                "resume, or pass a new out_dir")
+                                "resume, or pass a new `out_dir`")
     before, now = saved["methods"], current["methods"]
     stale = sorted(name for name in stored if name in run_methods and before.get(name, {}) != now[name])
     if stale and not rerun_changed:
@@ -68,8 +68,8 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
             raise InvalidInputError(_threads_refusal(out_dir, threads, now[stale[0]]["threads_per_cell"]))
         raise InvalidInputError(
             f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
-            "checkpoint, context cap, preprocessing, weights or threads per cell); pass rerun_changed to replace them, the "
-            "original settings to resume, or a new out_dir"
+            "checkpoint, context cap, preprocessing, weights or threads per cell); pass `rerun_changed=True` to replace them, "
+            "the original settings to resume, or a new `out_dir`"
         )
     return stale
 
@@ -89,9 +89,9 @@ def _other_tasks(out_dir: Path, saved: dict, now: dict) -> str:
     why = ("its file changed since, or another suite has its name" if saved["name"] == now["name"]
            else f"this is suite {now['name']!r}")
     return (f"{str(out_dir)!r} holds results of suite {saved['name']!r}, and this suite {what} ({why}); "
-            "a results folder holds one task list: pass a new out_dir for this suite (all its cells run there), "
+            "a results folder holds one task list: pass a new `out_dir` for this suite (all its cells run there), "
             "or restore the former task list to resume here; to run only the added tasks, put them in a suite "
-            "of their own with a new out_dir, and give both folders to `equibench report --results`")
+            "of their own with a new `out_dir`, and give both folders to one report (`results_dirs`)")
 
 
 def recorded_settings(saved: dict | None, current: dict, kept: set[str]) -> dict:
@@ -111,12 +111,12 @@ def _threads_refusal(out_dir: Path, before: set, now: int) -> str:
     """Why a run whose stored cells ran on the thread counts ``before`` cannot resume on ``now``."""
     if len(before) > 1:
         counts = ", ".join(map(str, sorted(before)))
-        return (f"{str(out_dir)!r} holds results made with threads_per_cell {counts} (threads change the numbers); "
-                f"rerun each method with its own to resume, pass rerun_changed to rerun them all with "
-                f"threads_per_cell {now}, or a new out_dir")
-    return (f"{str(out_dir)!r} holds results made with threads_per_cell {next(iter(before))} (threads change the "
-            f"numbers); rerun with it to resume, pass rerun_changed to rerun them all with threads_per_cell {now}, "
-            "or a new out_dir")
+        return (f"{str(out_dir)!r} holds results made with `threads_per_cell` {counts} (threads change the numbers); "
+                f"rerun each method with its own to resume, pass `rerun_changed=True` to rerun them all with "
+                f"`threads_per_cell` {now}, or a new `out_dir`")
+    return (f"{str(out_dir)!r} holds results made with `threads_per_cell` {next(iter(before))} (threads change the "
+            f"numbers); rerun with it to resume, pass `rerun_changed=True` to rerun them all with `threads_per_cell` "
+            f"{now}, or a new `out_dir`")
 
 
 def start_invocation(out_dir: Path, config, settings: dict, n_cells: int, n_pending: int) -> int:

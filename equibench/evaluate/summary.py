@@ -30,7 +30,7 @@ class EvaluateSummary:
             file, named): its cells were written as failed rows.
         damaged: cell key -> why its stored files were unusable (the cell was run again).
         rows: cell key -> the stored row of each cell of ``cells`` that has one, after the call.
-        next_step: what brings the missing tasks (None when none is missing), as a command.
+        next_step: what brings the missing tasks (None when none is missing): the library's step.
 
     :meth:`methods` gives per method the ok/skipped/failed counts and the mean accuracy,
     :meth:`table` the rows as a pandas frame; ``repr`` is a one-line summary."""

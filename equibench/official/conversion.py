@@ -144,11 +144,11 @@ def convert_official(sources: list[str | Path], out: str | Path, class_slots: in
     10; the authors' scikit-learn wrapper uses 20). An existing ``out`` is refused unless
     ``overwrite``."""
     if class_slots is not None and (not isinstance(class_slots, int) or isinstance(class_slots, bool) or class_slots < 1):
-        raise InvalidInputError(f"class_slots must be a positive integer, got {class_slots!r}")
+        raise InvalidInputError(f"`class_slots` must be a positive integer, got {class_slots!r}")
     config_path, weights_path = run_files(list(sources))
     out = Path(out)
     if out.exists() and not overwrite:
-        raise InvalidInputError(f"{str(out)!r} already exists; write to another out=PATH, or pass overwrite=True to replace it")
+        raise InvalidInputError(f"{str(out)!r} already exists; write to another `out`, or pass `overwrite=True` to replace it")
     architecture = read_run_config(config_path)
     network = official_network(read_official_state_dict(weights_path), architecture, class_slots)
     config = network.config

@@ -57,14 +57,18 @@ class OfficialArchitecture:
                            min_class_slots=class_slots or self.class_slots, **RELEASED_NETWORK)
 
 
-def _section(data, path: str, where: str) -> dict:
-    """``data[a][b]...`` for ``path`` "a.b...", required to be a mapping."""
+def _section(data, path: str, where: str, known=None) -> dict:
+    """``data[a][b]...`` for ``path`` "a.b...", required to be a mapping (of ``known`` keys only, when given)."""
     for key in path.split("."):
         if not isinstance(data, dict) or key not in data:
             raise CheckpointError(f"{where}: no `{path}` section; pass the config.yaml of an official EquiTabPFN run")
         data = data[key]
     if not isinstance(data, dict):
         raise CheckpointError(f"{where}: `{path}` is not a mapping")
+    unknown = [] if known is None else sorted(str(key) for key in data if key not in known)
+    if unknown:
+        raise CheckpointError(f"{where}: `{path}` has keys this conversion does not map: {', '.join(unknown)}; "
+                              "equibench converts the published EquiTabPFN v1 architecture only")
     return data
 
 
@@ -75,13 +79,6 @@ def _same(value, expected) -> bool:
     if isinstance(expected, numbers.Number):
         return isinstance(value, numbers.Number) and value == expected
     return value == expected
-
-
-def _refuse_unknown(section: dict, known, path: str, where: str) -> None:
-    unknown = sorted(str(key) for key in section if key not in known)
-    if unknown:
-        raise CheckpointError(f"{where}: `{path}` has keys this conversion does not map: {', '.join(unknown)}; "
-                              "equibench converts the published EquiTabPFN v1 architecture only")
 
 
 def _require(section: dict, expected: dict, path: str, where: str, defaults: bool = True) -> None:
@@ -130,8 +127,7 @@ def check_run_config(config: dict, where: str = "config.yaml") -> OfficialArchit
     :class:`CheckpointError` naming the key unless every model setting is mapped exactly."""
     if not isinstance(config, dict):
         raise CheckpointError(f"{where} is not a YAML mapping; pass the config.yaml of an official EquiTabPFN run")
-    model = _section(config, "model", where)
-    _refuse_unknown(model, ("bkbn", "y_encoder", "logits"), "model", where)
+    model = _section(config, "model", where, ("bkbn", "y_encoder", "logits"))
     if not _same(model.get("logits"), True):
         raise CheckpointError(f"{where}: `model.logits` is {model.get('logits')!r}; only a network trained on logits "
                               "(true) is mapped")
@@ -139,36 +135,30 @@ def check_run_config(config: dict, where: str = "config.yaml") -> OfficialArchit
     if backbone.get("name") != BACKBONE:
         raise CheckpointError(f"{where}: `model.bkbn.name` is {backbone.get('name')!r}; equibench converts {BACKBONE} "
                               "(EquiTabPFN v1, the published checkpoint) only")
-    kwargs = _section(config, "model.bkbn.kwargs", where)
-    _refuse_unknown(kwargs, (*_SIZES, *_EXACT, *_INERT, "decoder_kwarg"), "model.bkbn.kwargs", where)
+    kwargs = _section(config, "model.bkbn.kwargs", where, (*_SIZES, *_EXACT, *_INERT, "decoder_kwarg"))
     _require(kwargs, _EXACT, "model.bkbn.kwargs", where)
     emsize, nlayers, nhead, nhid_factor = (_positive_int(kwargs, key, "model.bkbn.kwargs", where) for key in _SIZES)
     _refuse_disagreeing_head_counts(config, where)
     if emsize % nhead:
         raise CheckpointError(f"{where}: `model.bkbn.kwargs.emsize` ({emsize}) is not divisible by `nhead` ({nhead})")
 
-    decoder = _section(config, "model.bkbn.kwargs.decoder_kwarg", where)
-    _refuse_unknown(decoder, ("name", "kwargs"), "model.bkbn.kwargs.decoder_kwarg", where)
+    decoder = _section(config, "model.bkbn.kwargs.decoder_kwarg", where, ("name", "kwargs"))
     if decoder.get("name") != DECODER:
         raise CheckpointError(f"{where}: `model.bkbn.kwargs.decoder_kwarg.name` is {decoder.get('name')!r}; only "
                               f"{DECODER} (the attention decoder) is mapped")
-    decoder_kwargs = _section(config, "model.bkbn.kwargs.decoder_kwarg.kwargs", where)
-    _refuse_unknown(decoder_kwargs, ("bw", "kernel", "kernel_type", "pointwise_mlp"),  # bw, kernel: unused
-                    "model.bkbn.kwargs.decoder_kwarg.kwargs", where)
+    _section(config, "model.bkbn.kwargs.decoder_kwarg.kwargs", where,
+             ("bw", "kernel", "kernel_type", "pointwise_mlp"))  # bw, kernel: unused
     mlp_path = "model.bkbn.kwargs.decoder_kwarg.kwargs.pointwise_mlp"
-    mlp = _section(config, mlp_path, where)
-    _refuse_unknown(mlp, ("dim_feedforward", "with_layer_norm", "layer_norm_eps", "activation", "dropout"), mlp_path,
-                    where)
+    mlp = _section(config, mlp_path, where,
+                   ("dim_feedforward", "with_layer_norm", "layer_norm_eps", "activation", "dropout"))
     _require(mlp, _DECODER_MLP_EXACT, mlp_path, where, defaults=False)
     decoder_width = _positive_int(mlp, "dim_feedforward", mlp_path, where)
 
-    target = _section(config, "model.y_encoder", where)
-    _refuse_unknown(target, ("name", "kwargs"), "model.y_encoder", where)
+    target = _section(config, "model.y_encoder", where, ("name", "kwargs"))
     if target.get("name") != TARGET_ENCODER:
         raise CheckpointError(f"{where}: `model.y_encoder.name` is {target.get('name')!r}; only {TARGET_ENCODER} "
                               "(the class-equivariant target encoder) is mapped")
-    target_kwargs = _section(config, "model.y_encoder.kwargs", where)
-    _refuse_unknown(target_kwargs, ("num_classes",), "model.y_encoder.kwargs", where)
+    target_kwargs = _section(config, "model.y_encoder.kwargs", where, ("num_classes",))
     class_slots = _positive_int(target_kwargs, "num_classes", "model.y_encoder.kwargs", where)
 
     prior = _section(config, "prior", where)

@@ -13,7 +13,6 @@ Modules, each with one job:
 * ``run``: :func:`pretrain`, one invocation of a run around that loop
 * ``run_dir``: the run folder (file names, log, saved state, model.pt rebuilt from it)
 * ``state_file``: the saved training state, whole or in parts under a size cap
-* ``flops``: the model FLOPs of a training step (for model FLOP utilisation)
 * ``distributed``: torchrun's processes
 * ``optim``: optimisers and learning-rate schedules
 * ``validation``: held-out prior metrics and bundled-dataset accuracy
@@ -25,16 +24,12 @@ from ..errors import NonFiniteLossError as NonFiniteLossError  # re-exported
 
 # Loaded on first use: the CLI reads TrainConfig's defaults without importing torch.
 _LAZY = {
-    "TrainConfig": "config", "prior_at": "config", "SCHEDULES": "config",
-    "plot_training_curves": "curves", "read_lineage": "curves", "read_log": "curves",
-    "batch_loss": "loss", "forward_batch": "loss", "masked_test_loss": "loss",
-    "build_optimizer": "optim", "evaluation_weights": "optim",
+    "TrainConfig": "config", "prior_at": "config", "plot_training_curves": "curves",
+    "batch_loss": "loss", "build_optimizer": "optim",
     "Recipe": "recipe", "load_recipe": "recipe", "recipe_names": "recipe",
     "PretrainOutcome": "run", "pretrain": "run",
-    "CONFIG_FILE": "run_dir", "LOG_FILE": "run_dir", "MODEL_FILE": "run_dir", "STATE_FILE": "run_dir",
-    "model_file": "run_dir",
-    "BUNDLED_DATASETS": "validation", "bundled_accuracy": "validation", "prior_metrics": "validation",
-    "validation_prior_batches": "validation",
+    "MODEL_FILE": "run_dir", "STATE_FILE": "run_dir", "model_file": "run_dir",
+    "BUNDLED_DATASETS": "validation",
 }
 
 # The public names (docs/API.md); the others of _LAZY are importable but internal.

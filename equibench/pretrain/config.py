@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import InvalidInputError
-from ..model.config import SIZES, size_config
+from ..model.config import ARCHITECTURES, SIZES, size_config
 from ..prior.config import PriorConfig
 
 #: The learning-rate schedules (:mod:`.optim` implements them).
@@ -51,34 +51,34 @@ class TrainConfig:
     recipe: str | None = None  # the recipe these settings started from (a label: name or file)
 
     def __post_init__(self) -> None:
-        if self.arch not in ("equitabpfn", "tabpfn-star"):
-            raise InvalidInputError(f"arch must be 'equitabpfn' or 'tabpfn-star', got {self.arch!r}")
+        if self.arch not in ARCHITECTURES:
+            raise InvalidInputError(f"`arch` must be {' or '.join(map(repr, ARCHITECTURES))}, got {self.arch!r}")
         if self.size not in SIZES:
-            raise InvalidInputError(f"size must be one of {list(SIZES)}, got {self.size!r}")
+            raise InvalidInputError(f"`size` must be one of {list(SIZES)}, got {self.size!r}")
         for name in ("steps", "batch_size", "grad_accumulation", "checkpoint_every", "validate_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+                raise InvalidInputError(f"`{name}` must be a positive integer, got {value!r}")
         for name in ("lr", "weight_decay", "grad_clip"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
+                raise InvalidInputError(f"`{name}` must be a finite number, got {value!r}")
         if self.warmup_steps < 0 or self.validation_batches < 0:
-            raise InvalidInputError("warmup_steps and validation_batches must be >= 0")
+            raise InvalidInputError("`warmup_steps` and `validation_batches` must be >= 0")
         if isinstance(self.prior_workers, bool) or not isinstance(self.prior_workers, int) or self.prior_workers < 0:
-            raise InvalidInputError(f"prior_workers must be a non-negative integer, got {self.prior_workers!r}")
+            raise InvalidInputError(f"`prior_workers` must be a non-negative integer, got {self.prior_workers!r}")
         if self.max_file_mb is not None and (isinstance(self.max_file_mb, bool) or not isinstance(
                 self.max_file_mb, (int, float)) or not 0.001 <= self.max_file_mb < math.inf):
-            raise InvalidInputError(f"max_file_mb must be a number of MB >= 0.001 (left out: one file), got "
+            raise InvalidInputError(f"`max_file_mb` must be a number of MB >= 0.001 (left out: one file), got "
                                     f"{self.max_file_mb!r}")
         if not self.lr > 0 or not self.grad_clip > 0 or self.weight_decay < 0:
-            raise InvalidInputError("lr and grad_clip must be > 0 and weight_decay >= 0")
+            raise InvalidInputError("`lr` and `grad_clip` must be > 0 and `weight_decay` >= 0")
         if not 0.0 < self.adam_beta2 < 1.0:
-            raise InvalidInputError(f"adam_beta2 must be in (0, 1), got {self.adam_beta2!r}")
+            raise InvalidInputError(f"`adam_beta2` must be in (0, 1), got {self.adam_beta2!r}")
         if self.schedule not in SCHEDULES:
-            raise InvalidInputError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+            raise InvalidInputError(f"`schedule` must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         if not 0.0 < self.decay_fraction <= 1.0:
-            raise InvalidInputError(f"decay_fraction must be in (0, 1], got {self.decay_fraction!r}")
+            raise InvalidInputError(f"`decay_fraction` must be in (0, 1], got {self.decay_fraction!r}")
         try:
             curriculum = tuple(tuple(entry) for entry in self.rows_curriculum)
         except TypeError:  # not a sequence of pairs
@@ -87,7 +87,7 @@ class TrainConfig:
         if (any(len(entry) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in entry)
                 for entry in curriculum) or steps != sorted(set(steps))):
             raise InvalidInputError(
-                "rows_curriculum must be (first_step, rows) pairs of positive integers with increasing "
+                "`rows_curriculum` must be (first_step, rows) pairs of positive integers with increasing "
                 f"steps, got {self.rows_curriculum!r}"
             )
         object.__setattr__(self, "rows_curriculum", curriculum)

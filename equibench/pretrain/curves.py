@@ -100,9 +100,9 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
 
     formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
     if Path(out_path).suffix.lower().lstrip(".") not in formats:
-        raise InvalidInputError(f"out_path {str(out_path)!r} has no image file extension; use .png, .pdf or .svg")
+        raise InvalidInputError(f"`out_path` {str(out_path)!r} has no image file extension; use .png, .pdf or .svg")
     if Path(out_path).is_dir():
-        raise InvalidInputError(f"out_path {str(out_path)!r} is a folder; pass an image file path such as curves.png")
+        raise InvalidInputError(f"`out_path` {str(out_path)!r} is a folder; pass an image file path such as curves.png")
     lineages = {label: read_lineage(run_dir) for label, run_dir in runs.items()}
     logged = {column for _, validations, _ in lineages.values() for column in validations.columns}
     kinds = ["loss", "prior"] + (["bundled"] if _bundled_columns(logged) else []) \

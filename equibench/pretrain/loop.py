@@ -75,7 +75,7 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches
         if ddp.any(not math.isfinite(step_loss)):
             raise NonFiniteLossError(
                 f"step {step}: the training loss is {step_loss} (diverged); the last checkpoint is kept: "
-                f"lower the learning rate (now lr={config.lr:g}) and start a new run"
+                f"lower the learning rate (now `lr={config.lr:g}`) and start a new run"
             )
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         lr = current_lr(optimizer, scheduler)

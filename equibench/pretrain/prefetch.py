@@ -52,8 +52,8 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
             except BrokenProcessPool:  # loky's TerminatedWorkerError is one
                 raise WorkerLostError(
                     "a prior worker process ended unexpectedly (killed, or out of memory), so the run stopped before "
-                    "its next step; its last checkpoint is kept: rerun the same command with resume=True to continue "
-                    "(prior_workers=0 draws the prior in the training process)"
+                    "its next step; its last checkpoint is kept: run again with `resume=True` to continue "
+                    "(`prior_workers=0` draws the prior in the training process)"
                 ) from None
             draw_batch_seed(generator)  # the run's generator: one draw per batch used
             yield _batch_from_arrays(arrays).to(device)

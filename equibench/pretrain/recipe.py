@@ -69,9 +69,8 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     name = str(name_or_path)
     path = RECIPES_DIR / f"{name}.toml" if name in recipe_names() else Path(name)
     if not path.is_file():
-        raise InvalidInputError(
-            f"recipe {name!r} is neither a shipped recipe ({', '.join(recipe_names())}) nor a file"
-        )
+        raise InvalidInputError(f"`recipe` {name!r} is neither a shipped recipe ({', '.join(recipe_names())}) "
+                                "nor a file")
     try:
         tables = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:

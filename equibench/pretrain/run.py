@@ -79,7 +79,7 @@ def pretrain(
     FolderInUseError is raised at once, naming it. A NaN or infinite loss (or weights) stops
     the run with NonFiniteLossError, keeping the last finite checkpoint."""
     if time_limit_s is not None and not time_limit_s >= 0:
-        raise InvalidInputError(f"time_limit_s must be a non-negative number of seconds, got {time_limit_s!r}")
+        raise InvalidInputError(f"`time_limit_s` must be a non-negative number of seconds, got {time_limit_s!r}")
     out_dir = Path(out_dir)
     device = resolve_device(config.device)
     ddp = Distributed(device)
@@ -133,7 +133,7 @@ def _resumable_state(out_dir: Path, description: dict, config: TrainConfig) -> d
     if changed:
         raise InvalidInputError(
             f"cannot resume {str(out_dir)!r}: the settings differ from the saved run in {changed}; use the "
-            "saved settings (its config.json), or a new out_dir"
+            "saved settings (its config.json), or a new `out_dir`"
         )
     return state
 
@@ -153,9 +153,9 @@ def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]
     deepen = can_deepen(source, model)
     if source.arch != model.arch or (source.config != model.config and not deepen):
         raise InvalidInputError(
-            f"init_from {config.init_from!r} holds a {source.arch} model with {source.config}, but this run "
-            f"trains a {model.arch} model with {model.config}; use the same arch, size and model_overrides "
-            "(or, for a pre-LN model, only more --layers)"
+            f"`init_from` {config.init_from!r} holds a {source.arch} model with {source.config}, but this run "
+            f"trains a {model.arch} model with {model.config}; use the same `arch`, `size` and `model_overrides` "
+            "(or, for a pre-LN model, only more layers: `n_layers`)"
         )
     lineage = {
         "checkpoint": str(config.init_from), "steps": card.steps, "datasets_seen": card.datasets_seen,
@@ -297,8 +297,8 @@ class _Run:
         if not all(torch.isfinite(tensor).all() for tensor in self.model.state_dict().values()):
             raise NonFiniteLossError(
                 f"step {step}: the weights are no longer finite (training diverged); nothing was written, the last "
-                f"checkpoint in {str(self.out_dir)!r} is kept: lower the learning rate (now lr={self.config.lr:g}) and "
-                "start a new out_dir"
+                f"checkpoint in {str(self.out_dir)!r} is kept: lower the learning rate (now `lr={self.config.lr:g}`) and "
+                "start a new `out_dir`"
             )
         counters, card = self.counters, self._card(step)
         state = {

@@ -47,7 +47,7 @@ def locked(out_dir: Path, advice: str) -> Iterator[None]:
     naming the process that holds it, ending with ``advice``. A folder this call created is
     removed again when what runs inside fails before writing anything."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise FileExistsError(f"out_dir {str(out_dir)!r} is an existing file, not a folder; choose a folder path")
+        raise FileExistsError(f"`out_dir` {str(out_dir)!r} is an existing file, not a folder; choose a folder path")
     created = not out_dir.exists()
     with locked_folder(out_dir, advice) as lock:
         try:
@@ -64,19 +64,19 @@ def check_fresh(out_dir: Path, overwrite: bool) -> None:
     if orphans and not overwrite:
         raise FileExistsError(
             f"{str(out_dir)!r} holds {len(orphans)} parts of a training state whose index {STATE_FILE} is missing; "
-            f"restore {STATE_FILE} and pass resume=True to continue it, choose a new out_dir, or pass overwrite=True "
+            f"restore {STATE_FILE} and pass `resume=True` to continue it, choose a new `out_dir`, or pass `overwrite=True` "
             "to delete them"
         )
     if overwrite or not present:
         return
     if STATE_FILE in present:
         raise FileExistsError(
-            f"{str(out_dir)!r} already holds a training run; pass resume=True to continue it, overwrite=True to "
-            "replace it, or choose a new out_dir"
+            f"{str(out_dir)!r} already holds a training run; pass `resume=True` to continue it, `overwrite=True` to "
+            "replace it, or choose a new `out_dir`"
         )
     raise FileExistsError(
         f"{str(out_dir)!r} already holds {', '.join(present)} (a finished run whose {STATE_FILE} was deleted, or "
-        "another model); choose a new out_dir, or pass overwrite=True to replace them"
+        "another model); choose a new `out_dir`, or pass `overwrite=True` to replace them"
     )
 
 
@@ -90,10 +90,10 @@ def load_state(out_dir: Path) -> dict:
                 f"{str(path)!r}, the index of a training state saved in parts, is missing, but {len(orphans)} of its "
                 f"parts are here ({', '.join(p.name for p in orphans[:3])}{', ...' if len(orphans) > 3 else ''}): "
                 f"restore {STATE_FILE} from where this folder came from to resume (the parts alone cannot be joined "
-                "safely); overwrite=True would delete them"
+                "safely); `overwrite=True` would delete them"
             )
-        raise FileNotFoundError(f"resume=True was given but {str(path)!r} does not exist, so there is no run to "
-                                "continue; leave out resume=True to start one")
+        raise FileNotFoundError(f"`resume=True` was given but {str(path)!r} does not exist, so there is no run to "
+                                "continue; leave out `resume=True` to start one")
     try:
         state = state_file.read(path)
         if not isinstance(state, dict) or "run" not in state:
@@ -103,7 +103,7 @@ def load_state(out_dir: Path) -> dict:
     except Exception as error:  # torch raises many types for a damaged file
         raise InvalidInputError(
             f"{str(path)!r} is unreadable ({type(error).__name__}: {str(error).splitlines()[0][:200]}); it may be "
-            f"truncated: continue from its {MODEL_FILE} with init_from in a new out_dir, or start over with overwrite=True"
+            f"truncated: continue from its {MODEL_FILE} with `init_from` in a new `out_dir`, or start over with `overwrite=True`"
         ) from None
     return state
 

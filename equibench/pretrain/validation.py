@@ -12,7 +12,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_score
 from torch import nn
 
 from ..classifier import classifier_for
-from ..equivariance_metric import compare_log_probs, unpermute
+from ..equivariance_metric import compare_log_probs, non_identity_permutations, unpermute
 from ..prior import PriorBatch, PriorConfig, sample_batch
 from .loss import forward_batch, masked_test_loss
 from .optim import evaluation_weights
@@ -39,11 +39,7 @@ def class_permutations(batch: PriorBatch, index: int) -> torch.Tensor:
     """One fixed non-identity permutation of the batch's classes per dataset, (B, K): the same
     for every run and step (seeded by the validation seed and the batch's ``index``)."""
     generator = torch.Generator().manual_seed(VALIDATION_PRIOR_SEED + index)
-    size, identity = (len(batch.y), batch.n_classes), torch.arange(batch.n_classes)
-    permutations = torch.rand(size, generator=generator).argsort(dim=1)
-    while bool((redraw := (permutations == identity).all(dim=1)).any()):
-        permutations[redraw] = torch.rand(int(redraw.sum()), batch.n_classes, generator=generator).argsort(dim=1)
-    return permutations.to(batch.y.device)
+    return non_identity_permutations(len(batch.y), batch.n_classes, generator).to(batch.y.device)
 
 
 def argmax_changes(model: nn.Module, batch: PriorBatch, logits: torch.Tensor, permutations: torch.Tensor) -> torch.Tensor:
@@ -82,18 +78,14 @@ def prior_metrics(model: nn.Module, batches: list[PriorBatch]) -> dict[str, floa
 def bundled_accuracy(
     model: nn.Module, names=tuple(BUNDLED_DATASETS), folds: int = 5, n_estimators: int = 1, device="cpu"
 ) -> dict[str, float]:
-    """Mean stratified ``folds``-fold CV accuracy on scikit-learn's bundled datasets."""
+    """Mean stratified ``folds``-fold CV accuracy on scikit-learn's bundled datasets, of ``model``
+    in eval mode (as :func:`validation_metrics` sets it: the classifier runs a copy)."""
     classifier = classifier_for(model, n_estimators=n_estimators, device=device, random_state=0)
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=0)
     scores = {}
-    was_training = model.training
-    model.eval()
-    try:
-        for name in names:
-            X, y = BUNDLED_DATASETS[name](return_X_y=True)
-            scores[f"{name}_accuracy"] = float(cross_val_score(classifier, X, y, cv=splitter).mean())
-    finally:
-        model.train(was_training)
+    for name in names:
+        X, y = BUNDLED_DATASETS[name](return_X_y=True)
+        scores[f"{name}_accuracy"] = float(cross_val_score(classifier, X, y, cv=splitter).mean())
     return scores
 
 

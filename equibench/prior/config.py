@@ -128,10 +128,10 @@ def _check_types(config: PriorConfig) -> None:
     for f in fields(config):
         value = getattr(config, f.name)
         if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise InvalidInputError(f"PriorConfig.{f.name} must be a positive integer, got {value!r}")
+            raise InvalidInputError(f"`{f.name}` must be a positive integer, got {value!r}")
         if f.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)
                                   or not math.isfinite(value)):
-            raise InvalidInputError(f"PriorConfig.{f.name} must be a finite number, got {value!r}")
+            raise InvalidInputError(f"`{f.name}` must be a finite number, got {value!r}")
 
 
 def _check_probabilities_and_ranges(config: PriorConfig) -> None:
@@ -140,7 +140,7 @@ def _check_probabilities_and_ranges(config: PriorConfig) -> None:
         "blockwise_dropout_prob", "causal_prob", "y_is_effect_prob", "tree_fraction", "outlier_prob",
     ):
         if not 0.0 <= getattr(config, name) <= 1.0:
-            raise InvalidInputError(f"PriorConfig.{name} is a probability in [0, 1], got {getattr(config, name)!r}")
+            raise InvalidInputError(f"`{name}` is a probability in [0, 1], got {getattr(config, name)!r}")
     for name in ("weight_std_range", "noise_std_range", "dropout_beta_range",
                  "gp_lengthscale_range", "gp_noise_std_range", "outlier_scale_range"):
         value = getattr(config, name)
@@ -148,59 +148,55 @@ def _check_probabilities_and_ranges(config: PriorConfig) -> None:
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
                 or not 0.0 < value[0] <= value[1] or not math.isfinite(value[1])):
             raise InvalidInputError(
-                f"PriorConfig.{name} must be a (low, high) pair with 0 < low <= high, got {value!r}"
+                f"`{name}` must be a (low, high) pair with 0 < low <= high, got {value!r}"
             )
 
 
 def _check_mlp(config: PriorConfig) -> None:
     for name in ("mlp_layers_max_alpha", "mlp_width_max_alpha", "mlp_causes_max_alpha"):
         if not getattr(config, name) >= 1.0:
-            raise InvalidInputError(f"PriorConfig.{name} must be >= 1, got {getattr(config, name)!r}")
+            raise InvalidInputError(f"`{name}` must be >= 1, got {getattr(config, name)!r}")
     for name in ("mlp_layers_max_mean", "mlp_width_max_mean", "mlp_causes_max_mean"):
         if not getattr(config, name) >= 0.0:
-            raise InvalidInputError(f"PriorConfig.{name} must be >= 0, got {getattr(config, name)!r}")
+            raise InvalidInputError(f"`{name}` must be >= 0, got {getattr(config, name)!r}")
     for low, high in (("mlp_min_layers", "mlp_max_layers"), ("mlp_min_width", "mlp_max_width"),
                       ("mlp_min_causes", "mlp_max_causes")):
         if getattr(config, low) > getattr(config, high):
             raise InvalidInputError(
-                f"PriorConfig.{low} ({getattr(config, low)}) must be <= {high} ({getattr(config, high)})"
+                f"`{low}` ({getattr(config, low)}) must be <= `{high}` ({getattr(config, high)})"
             )
     if config.mlp_min_layers < 2:
-        raise InvalidInputError(f"PriorConfig.mlp_min_layers must be >= 2, got {config.mlp_min_layers}")
+        raise InvalidInputError(f"`mlp_min_layers` must be >= 2, got {config.mlp_min_layers}")
 
 
 def _check_classes_and_features(config: PriorConfig) -> None:
     if config.feature_counts not in FEATURE_COUNTS:
         raise InvalidInputError(
-            f"PriorConfig.feature_counts must be one of {list(FEATURE_COUNTS)}, got {config.feature_counts!r}"
+            f"`feature_counts` must be one of {list(FEATURE_COUNTS)}, got {config.feature_counts!r}"
         )
     if config.max_classes < 2:
-        raise InvalidInputError(f"PriorConfig.max_classes must be >= 2, got {config.max_classes}")
+        raise InvalidInputError(f"`max_classes` must be >= 2, got {config.max_classes}")
     if config.categorical_max_levels < 2:
-        raise InvalidInputError(
-            f"PriorConfig.categorical_max_levels must be >= 2, got {config.categorical_max_levels}"
-        )
+        raise InvalidInputError(f"`categorical_max_levels` must be >= 2, got {config.categorical_max_levels}")
     if not config.categorical_mean_levels > 0:
         raise InvalidInputError(
-            f"PriorConfig.categorical_mean_levels must be > 0, got {config.categorical_mean_levels!r}"
+            f"`categorical_mean_levels` must be > 0, got {config.categorical_mean_levels!r}"
         )
     for name in ("nan_max_fraction", "outlier_max_fraction"):
         if not 0.0 < getattr(config, name) <= 1.0:
-            raise InvalidInputError(f"PriorConfig.{name} must be in (0, 1], got {getattr(config, name)!r}")
+            raise InvalidInputError(f"`{name}` must be in (0, 1], got {getattr(config, name)!r}")
     if not 0.0 <= config.dropout_scale < 1.0:
-        raise InvalidInputError(f"PriorConfig.dropout_scale must be in [0, 1), got {config.dropout_scale!r}")
+        raise InvalidInputError(f"`dropout_scale` must be in [0, 1), got {config.dropout_scale!r}")
 
 
 def _check_rows(config: PriorConfig) -> None:
     if not 0.0 < config.min_train_fraction <= config.max_train_fraction < 1.0:
         raise InvalidInputError(
-            "PriorConfig needs 0 < min_train_fraction <= max_train_fraction < 1, got "
+            "PriorConfig needs 0 < `min_train_fraction` <= `max_train_fraction` < 1, got "
             f"{config.min_train_fraction!r} and {config.max_train_fraction!r}"
         )
     if config.rows <= config.max_classes:
-        raise InvalidInputError(
-            f"PriorConfig.rows ({config.rows}) must exceed max_classes ({config.max_classes})"
-        )
+        raise InvalidInputError(f"`rows` ({config.rows}) must exceed `max_classes` ({config.max_classes})")
     low, high = split_bounds(config)
     if low > high:
         raise InvalidInputError(
@@ -213,6 +209,4 @@ def _check_activations(config: PriorConfig) -> None:
     acts = config.activations
     if (not isinstance(acts, tuple) or not acts or len(set(acts)) != len(acts)
             or not set(acts) <= set(ACTIVATIONS)):
-        raise InvalidInputError(
-            f"PriorConfig.activations must be distinct names among {ACTIVATIONS}, got {acts!r}"
-        )
+        raise InvalidInputError(f"`activations` must be distinct names among {ACTIVATIONS}, got {acts!r}")

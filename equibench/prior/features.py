@@ -9,6 +9,7 @@ import torch
 
 from ..normalize import apply_normalization, fit_normalization, rescale_by_used_features
 from .config import PriorConfig
+from .draws import log_uniform
 
 
 def categorize_(
@@ -58,8 +59,7 @@ def _move_outliers(
     # x: (B, R, F) finite, used: (B, F) bool -> x
     batch_size = x.shape[0]
     rate = rng.uniform(0.0, config.outlier_max_fraction, batch_size) * (rng.random(batch_size) < config.outlier_prob)
-    low, high = np.log(config.outlier_scale_range)
-    scale = np.exp(rng.uniform(low, high, batch_size))
+    scale = log_uniform(rng, config.outlier_scale_range, batch_size)
     rate_t, scale_t = (torch.as_tensor(v, dtype=torch.float32, device=x.device) for v in (rate, scale))
     moved = (torch.rand(x.shape, generator=gen, device=x.device) < rate_t[:, None, None]) & used[:, None, :]
     sign = torch.randint(0, 2, x.shape, generator=gen, device=x.device).to(x.dtype) * 2 - 1

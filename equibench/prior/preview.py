@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import InvalidInputError
-from ..figures import save_image
+from ..figures import new_figure, save_image
 from .config import PriorConfig
 from .sample import sample_batch
 
@@ -33,11 +33,8 @@ def preview_prior(
 
     Returns the path written.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     if n_batches < 1:
-        raise InvalidInputError(f"n_batches must be >= 1, got {n_batches}")
+        raise InvalidInputError(f"`n_batches` must be >= 1, got {n_batches}")
     generator = torch.Generator().manual_seed(seed)
     batches = [sample_batch(config, batch_size, generator) for _ in range(n_batches)]
     ks = np.array([batch.n_classes for batch in batches])
@@ -48,8 +45,7 @@ def preview_prior(
     ])
     masked = 1.0 - np.mean(np.concatenate([batch.loss_mask.numpy() for batch in batches]))
 
-    fig = Figure(figsize=(17, 9), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(17, 9)
     grid = fig.add_gridspec(2, 12)
     fig.suptitle(
         f"Synthetic prior: {n_batches} batches x {batch_size} datasets, {config.rows} rows, seed {seed}; "
@@ -74,19 +70,14 @@ def preview_prior(
 
     ax = fig.add_subplot(grid[1, 0:4])
     ax.hist(ks, bins=np.arange(1.5, config.max_classes + 1.5), color="tab:blue", edgecolor="white")
-    ax.set_title(f"class count K per batch (P(K=2) = {np.mean(ks == 2):.2f})")
-    ax.set_xlabel("K (classes)")
-    ax.set_ylabel("batches")
+    ax.set(title=f"class count K per batch (P(K=2) = {np.mean(ks == 2):.2f})", xlabel="K (classes)", ylabel="batches")
     ax = fig.add_subplot(grid[1, 4:8])
     ax.hist(fs, bins=np.linspace(0.5, config.f_max + 0.5, min(config.f_max, 25) + 1),
             color="tab:green", edgecolor="white")
-    ax.set_title("features used F per dataset")
-    ax.set_xlabel(f"F (of f_max = {config.f_max})")
-    ax.set_ylabel("datasets")
+    ax.set(title="features used F per dataset", xlabel=f"F (of f_max = {config.f_max})", ylabel="datasets")
     ax = fig.add_subplot(grid[1, 8:12])
     ax.hist(majority, bins=np.linspace(0.0, 1.0, 21), color="tab:orange", edgecolor="white")
-    ax.set_title("class balance: share of the majority class")
-    ax.set_xlabel("majority-class share of the rows")
-    ax.set_ylabel("datasets")
+    ax.set(title="class balance: share of the majority class", xlabel="majority-class share of the rows",
+           ylabel="datasets")
 
     return save_image(fig, out_path, dpi=100)

@@ -73,7 +73,7 @@ def sample_batch_from_seed(
 
 def _check_batch_size(batch_size) -> None:
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
+        raise InvalidInputError(f"`batch_size` must be a positive integer, got {batch_size!r}")
 
 
 def feature_counts(config: PriorConfig, batch_size: int, rng: np.random.Generator) -> np.ndarray:

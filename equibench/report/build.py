@@ -26,7 +26,7 @@ from ..errors import InvalidInputError
 from ..evaluate.results_store import cell_files, read_cells, results_table
 from ..outdir_lock import locked_folder
 from ..tables import markdown_escape, write_table
-from . import figures, tables
+from . import figures, finetuning, tables
 
 REQUIRED_COLUMNS = ["suite", "task_id", "fold", "method", "variant", "status", "reason", "accuracy", "auc", "f1",
                     "time_fit_s", "time_predict_s"]
@@ -40,7 +40,7 @@ _OUTPUT_NAME = re.compile(r"REPORT\.md|(tables|figures)/[A-Za-z0-9_.-]+")
 
 
 def _evaluate_hint(results_dir: Path, suite: str = "SUITE") -> str:
-    return f"`equibench evaluate --suite {suite} --out {results_dir}`"
+    return f"`evaluate(config=EvaluateConfig(suite={suite!r}), out_dir={str(results_dir)!r})`"
 
 
 def _cell_rows(results_dir: Path) -> tuple[pd.DataFrame, str] | None:
@@ -83,7 +83,7 @@ def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
         source = f"{len(rows)} rows of results.csv (no cells/ folder)"
     missing = [column for column in REQUIRED_COLUMNS if column not in rows.columns]
     if missing:
-        raise InvalidInputError(f"{str(path)!r} lacks the columns {', '.join(missing)}: is it a results.csv of `equibench evaluate`?")
+        raise InvalidInputError(f"{str(path)!r} lacks the columns {', '.join(missing)}: is it a results.csv that evaluate wrote?")
     for column in NUMERIC_COLUMNS:
         values = pd.to_numeric(rows[column], errors="coerce")
         wrong = rows.index[(values.isna() & rows[column].notna()) | values.isin([float("inf"), float("-inf")])]
@@ -97,7 +97,7 @@ def read_results(results_dir: Path) -> tuple[pd.DataFrame, str]:
         counts = ", ".join(f"{n} {status}" for status, n in rows["status"].value_counts().sort_index().items()) or "no rows"
         suite = rows["suite"].iloc[0] if len(rows) else "SUITE"
         raise InvalidInputError(f"{str(path)!r} has no ok rows ({counts}): run {_evaluate_hint(results_dir, suite)} with "
-                         "methods that can run here (see `equibench methods`) and rerun it until cells succeed")
+                         "methods that can run here, and rerun it until cells succeed")
     return rows, source
 
 
@@ -106,7 +106,7 @@ def load_results(results_dirs: list[Path]) -> tuple[pd.DataFrame, int, list[str]
     then the earlier directory), sorted; the number of duplicate rows dropped; and per
     directory where its rows came from."""
     if not results_dirs:
-        raise InvalidInputError(f"no results directory given: run {_evaluate_hint(Path('DIR'))}, then pass its folder as results_dirs")
+        raise InvalidInputError(f"no results directory given: run {_evaluate_hint(Path('DIR'))}, then pass its folder in `results_dirs`")
     read = [read_results(Path(path)) for path in results_dirs]
     rows = pd.concat([frame.assign(source=index) for index, (frame, _) in enumerate(read)], ignore_index=True)
     rows["status_order"] = rows["status"].map(_STATUS_ORDER).fillna(len(_STATUS_ORDER))
@@ -228,6 +228,17 @@ def _context_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
             *_table_item(table_line, tables.context_display(table), table, out_dir, name)]
 
 
+def _finetuning_item(table: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
+    name = f"{_file_stem(suite)}_finetuning"
+    figure_line = (f"Fine-tuned against zero-shot accuracy per task on {suite} (each task's mean over the folds both "
+                   "ran, same ensemble variant), one colour per architecture; above the diagonal, fine-tuning helped.")
+    table_line = (f"The points of the figure, with the validation gain the guard saw (the kept weights against the "
+                  "base, on the held-out training rows), the folds whose fine-tuning kept a step, and its seconds.")
+    paths = finetuning.finetuning_figure(table, suite, out_dir / "figures" / name)
+    return ["### Fine-tuning on the table: zero-shot vs fine-tuned", "", *_figure_item(figure_line, paths, out_dir),
+            *_table_item(table_line, finetuning.finetuning_display(table), table, out_dir, name)]
+
+
 def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     """The REPORT.md lines of one suite (``cells``: its ok rows), writing its tables and figures."""
     cells = tables.with_entries(cells)
@@ -240,13 +251,16 @@ def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
         lines += _boxplot_item(cells, aggregate, suite, out_dir)
     else:
         lines += [(f"{suite} has no KNN rows, so the improvements over KNN (median column, box plot, bubble plot) "
-                   f"can't be computed: add knn to the methods of {_evaluate_hint(Path('DIR'), suite)}."), ""]
+                   f"can't be computed: add knn to the run's `methods`."), ""]
     lines += _critical_difference_item(cells, suite, out_dir)
     lines += _runtime_item(cells, suite, out_dir)
     if knn and tables.has_ensembles(cells):
         lines += _ensemble_item(cells, suite, out_dir)
     if tables.uses_local_contexts(cells):
         lines += _context_item(cells, suite, out_dir)
+    tuned = finetuning.finetuning_table(cells)
+    if not tuned.empty:
+        lines += _finetuning_item(tuned, suite, out_dir)
     return lines
 
 
@@ -316,7 +330,7 @@ def _previous_outputs(out_dir: Path) -> set[str]:
         try:
             names = set(json.loads(listed.read_text())["files"])
         except (ValueError, KeyError, TypeError) as error:
-            raise InvalidInputError(f"{str(listed)!r} is damaged ({error}); move it aside, or choose another out_dir") from None
+            raise InvalidInputError(f"{str(listed)!r} is damaged ({error}); move it aside, or choose another `out_dir`") from None
         return {name for name in names if isinstance(name, str) and _OUTPUT_NAME.fullmatch(name)}
     report = out_dir / "REPORT.md"
     if not report.is_file() or not report.read_text(errors="replace").startswith("# equibench report\n"):
@@ -352,7 +366,7 @@ def build_report(results_dirs: list[Path], out_dir: Path) -> Path:
     results_dirs = [Path(path) for path in results_dirs]
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise InvalidInputError(f"out_dir {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
+        raise InvalidInputError(f"`out_dir` {str(out_dir)!r} is an existing file, not a folder; pass a folder path")
     rows, duplicates, origins = load_results(results_dirs)
     with locked_folder(out_dir):
         previous = _previous_outputs(out_dir)
@@ -366,7 +380,7 @@ def build_report(results_dirs: list[Path], out_dir: Path) -> Path:
             if clashes:
                 raise InvalidInputError(
                     f"{str(out_dir / clashes[0])!r} (and {len(clashes) - 1} more) exists and was not written by "
-                    "`equibench report`; move it away or choose another out_dir"
+                    "a report; move it away or choose another `out_dir`"
                 )
             _swap_in(staging, out_dir, new, previous)
         finally:

@@ -13,23 +13,15 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LogNorm
-from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
-from ..figures import save_figure
+from ..figures import new_figure, save_figure
 from .tables import method_label
 
 MIN_TIME_S = 1e-4  # floor of the log time scales (a zero time cannot be drawn)
-
-
-def _new_figure(width: float, height: float) -> Figure:
-    figure = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
 
 
 def _time_norm(times: pd.Series) -> LogNorm:
@@ -47,7 +39,7 @@ def relative_accuracy_boxplot(relative: pd.Series, times: pd.Series, order: list
     fold (``times``, by entry) on a log scale."""
     values = {entry: group.to_numpy() for entry, group in relative.groupby(level="entry")}
     entries = [entry for entry in reversed(order) if entry in values]
-    figure = _new_figure(8.5, 1.4 + 0.42 * len(entries))
+    figure = new_figure(8.5, 1.4 + 0.42 * len(entries))
     axes = figure.subplots()
     norm, cmap = _time_norm(times[entries]), colormaps["viridis"]
     boxes = axes.boxplot(
@@ -162,7 +154,7 @@ def ensemble_bubble_plot(table: pd.DataFrame, suite: str, stem: Path) -> list[Pa
     """Mean time per fold (log x) vs mean AUC improvement over KNN (y) of every entry in
     ``table`` (see ``tables.ensemble_table``): ensemble variants as bubbles with area ∝
     members and labelled with their variant, other methods as diamonds, and the Pareto front."""
-    figure = _new_figure(9.5, 5.5)
+    figure = new_figure(9.5, 5.5)
     axes = figure.subplots()
     axes.set_xscale("log")
     table = table.assign(time_s=table["time_s"].clip(lower=MIN_TIME_S))
@@ -199,7 +191,7 @@ def ratio_speedup_bars(table: pd.DataFrame, suite: str, stem: Path) -> list[Path
     (``table``, see ``tables.ratio_speedup_table``), its AUC ratio to KNN (blue, left axis;
     dashed: EquiTabPFN's) and the speed-up of EquiTabPFN with one member over it (green, right
     axis; the grey line marks 1×)."""
-    figure = _new_figure(max(6.5, 2.5 + 0.9 * len(table)), 4.5)
+    figure = new_figure(max(6.5, 2.5 + 0.9 * len(table)), 4.5)
     ratio_axes = figure.subplots()
     speedup_axes = ratio_axes.twinx()
     positions = list(range(len(table)))
@@ -231,7 +223,7 @@ def accuracy_vs_time(table: pd.DataFrame, suite: str, stem: Path) -> list[Path]:
     """Mean accuracy (y) against mean seconds per 1,000 test rows (log x), one labelled point
     per entry of ``table`` (see ``tables.context_table``): fit + predict on the left (where a
     trained model spends its time), predict only on the right (where a PFN does)."""
-    figure = _new_figure(13.0, 5.0)
+    figure = new_figure(13.0, 5.0)
     panels = figure.subplots(1, 2, sharey=True)
     for axes, column, what in zip(panels, ("fit_predict_s_per_1k", "predict_s_per_1k"), ("fit + predict", "predict")):
         axes.set_xscale("log")

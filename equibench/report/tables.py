@@ -8,6 +8,8 @@ and return a DataFrame; nothing here runs a model.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from ..baselines.registry import METHODS
@@ -18,6 +20,7 @@ EQUITABPFN = "equitabpfn"
 TABPFN_STAR = "tabpfn-star"
 METRICS = ("accuracy", "auc", "f1")
 MIN_CD_ROWS = 5  # autorank needs at least five paired samples
+CONTEXT_DIAGNOSTICS = ("context_rows", "context_classes", "context_groups")  # the PFN methods' means per context
 _NO_REASON = "(no reason recorded)"
 
 
@@ -289,9 +292,17 @@ def failures_display(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def diagnostics(cells: pd.DataFrame, keys) -> pd.DataFrame:
+    """The ``keys`` of each cell's diagnostics (the JSON text of its ``diagnostics`` column, as
+    results.csv holds it; missing: NaN), one column each."""
+    found = [json.loads(text) if isinstance(text, str) else {} for text in cells.get("diagnostics", [None] * len(cells))]
+    return pd.DataFrame([[row.get(key, float("nan")) for key in keys] for row in found], index=cells.index,
+                        columns=list(keys))
+
+
 def uses_local_contexts(cells: pd.DataFrame) -> bool:
     """Whether some PFN cell of the suite ran with local contexts (a table past the context cap)."""
-    return "context" in cells.columns and bool((cells["context"] == "local").any())
+    return bool((diagnostics(cells, ["context"])["context"] == "local").any())
 
 
 def context_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -300,7 +311,8 @@ def context_table(cells: pd.DataFrame) -> pd.DataFrame:
     PFN's time is in its predict, a trained model's in its fit) and, for the PFN entries, the
     mean context rows and classes per context, and groups; sorted by accuracy."""
     cells = cells.assign(fit_predict_s_per_1k=1000 * (cells["time_fit_s"] + cells["time_predict_s"]) / cells["n_test"],
-                         predict_s_per_1k=1000 * cells["time_predict_s"] / cells["n_test"])
+                         predict_s_per_1k=1000 * cells["time_predict_s"] / cells["n_test"],
+                         **diagnostics(cells, CONTEXT_DIAGNOSTICS))
     per_task = cells.groupby(["entry", "task_id"])["accuracy"].mean()
     table = pd.DataFrame({
         "accuracy": 100 * per_task.groupby(level="entry").mean(),
@@ -308,8 +320,8 @@ def context_table(cells: pd.DataFrame) -> pd.DataFrame:
         "predict_s_per_1k": cells.groupby("entry")["predict_s_per_1k"].mean(),
         "tasks": per_task.groupby(level="entry").size(),
     })
-    for column in ("context_rows", "context_classes", "context_groups"):
-        table[column] = cells.groupby("entry")[column].mean() if column in cells.columns else float("nan")
+    for column in CONTEXT_DIAGNOSTICS:
+        table[column] = cells.groupby("entry")[column].mean()
     return table.sort_values("accuracy", ascending=False)
 
 

@@ -30,10 +30,6 @@ OPENML_FOLDS = tuple(range(10))
 MANY_CLASSES = 10
 #: The reference model of each part.
 BUNDLED_REFERENCE, SMALL_REFERENCE, LARGE_REFERENCE = "LogisticRegression", "KNN", "LinearModel"
-#: The name a checkpoint's classifier has in the tables, by architecture.
-MODEL_LABELS = {"equitabpfn": "EquiTabPFN", "tabpfn-star": "TabPFN*"}
-#: The groups of the score frame: the bundled datasets and the two parts of the OpenML cache.
-GROUPS = ("bundled", "<=10", ">10")
 #: Columns of the score frame, one row per (group, task, fold, method).
 COLUMNS = ("group", "task", "dataset", "fold", "method", "accuracy")
 #: Margins are rounded to this many decimals (of a point) before they meet the threshold, so

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from sklearn.model_selection import StratifiedKFold
 
 from .._version import __version__
+from ..baselines.registry import method_spec
 from ..errors import InvalidInputError
 from ..machine import cpu_name
 from ..progress import Progress
@@ -33,7 +33,6 @@ from .bar import (
     COLUMNS,
     LARGE_REFERENCE,
     MANY_CLASSES,
-    MODEL_LABELS,
     OPENML_FOLDS,
     SMALL_REFERENCE,
     evaluate_criteria,
@@ -50,12 +49,12 @@ def _check_folds(folds) -> tuple[int, ...]:
     try:
         folds = tuple(dict.fromkeys(int(fold) for fold in folds))
     except (TypeError, ValueError):
-        raise InvalidInputError(f"folds must be integers in 0..{len(OPENML_FOLDS) - 1}, got {folds!r}") from None
+        raise InvalidInputError(f"`folds` must be integers in 0..{len(OPENML_FOLDS) - 1}, got {folds!r}") from None
     if not folds:
-        raise InvalidInputError(f"folds is empty; give some of 0..{len(OPENML_FOLDS) - 1}")
+        raise InvalidInputError(f"`folds` is empty; give some of 0..{len(OPENML_FOLDS) - 1}")
     wrong = [fold for fold in folds if fold not in OPENML_FOLDS]
     if wrong:
-        raise InvalidInputError(f"folds must be in 0..{len(OPENML_FOLDS) - 1} (an OpenML task has 10), got {wrong}")
+        raise InvalidInputError(f"`folds` must be in 0..{len(OPENML_FOLDS) - 1} (an OpenML task has 10), got {wrong}")
     return folds
 
 
@@ -64,25 +63,23 @@ def load_tasks(openml_cache: str | os.PathLike, task_ids: Iterable | None = None
     ``openml_cache``, all of them or ``task_ids``, loaded through a temporary writable copy
     (the folder is only read)."""
     from ..tasks.cache_check import cached_task_ids
-    from ..tasks.openml import load_task, working_cache
+    from ..tasks.openml import load_cached_tasks
 
     cache = Path(openml_cache)
     if not cache.is_dir():
-        raise InvalidInputError(f"openml_cache {str(cache)!r} is not a folder; pass an OpenML cache folder "
-                                "(one that `equibench download` filled)")
+        raise InvalidInputError(f"`openml_cache` {str(cache)!r} is not a folder; pass an OpenML cache folder "
+                                "(one that `download_tasks` filled)")
     if not (cache / "org").is_dir():
-        raise InvalidInputError(f"openml_cache {str(cache)!r} is not an OpenML cache (no org/ folder inside); "
+        raise InvalidInputError(f"`openml_cache` {str(cache)!r} is not an OpenML cache (no org/ folder inside); "
                                 "point at the folder that contains org/openml/www/...")
     available = cached_task_ids(cache)
     if not available:
-        raise InvalidInputError(f"openml_cache {str(cache)!r} holds no task; fill it with `equibench download`")
+        raise InvalidInputError(f"`openml_cache` {str(cache)!r} holds no task; fill it with `download_tasks`")
     chosen = available if task_ids is None else [str(task_id) for task_id in task_ids]
     missing = sorted(set(chosen) - set(available), key=str)
     if missing:
-        raise InvalidInputError(f"openml_cache {str(cache)!r} has no task {', '.join(missing)}")
-    with tempfile.TemporaryDirectory(prefix="equibench-score-") as work_dir:
-        working = working_cache(cache, work_dir)
-        return {task_id: load_task(int(task_id), working) for task_id in chosen}
+        raise InvalidInputError(f"`openml_cache` {str(cache)!r} has no task {', '.join(missing)}")
+    return {str(task_id): task for task_id, task in load_cached_tasks(cache, chosen).items()}
 
 
 def _task_folds(tasks: Mapping, folds: Iterable[int]) -> dict:
@@ -170,15 +167,15 @@ def score_checkpoint(
     started = time.perf_counter()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     if not isinstance(threads, (int, np.integer)) or isinstance(threads, bool) or threads < 1:
-        raise InvalidInputError(f"threads must be a positive number, got {threads!r}")
+        raise InvalidInputError(f"`threads` must be a positive number, got {threads!r}")
     folds = _check_folds(folds) if openml_cache is not None else None
     path = resolve_checkpoint(checkpoint)  # a packaged name or a path
     _, card = load_checkpoint(path)  # a clear error for a missing or broken file, before any work
-    label = MODEL_LABELS.get(card.arch, card.arch)
+    label = method_spec(card.arch).plain_label
     tasks = {} if openml_cache is None else load_tasks(openml_cache, task_ids)
     task_folds = _task_folds(tasks, folds or ())
     if tasks and not task_folds:
-        raise InvalidInputError(f"no task of openml_cache has {fold_span(folds)}")
+        raise InvalidInputError(f"no task of `openml_cache` has {fold_span(folds)}")
     settings = {"random_state": 0, **classifier_settings}
     datasets = validation.BUNDLED_DATASETS if datasets is None else datasets
     total = BUNDLED_FOLDS * len(datasets) + sum(map(len, task_folds.values()))

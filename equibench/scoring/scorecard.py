@@ -7,12 +7,13 @@ The Markdown (:meth:`Scorecard.to_markdown`) is for people; it is made from the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import pandas as pd
 
+from ..baselines.registry import method_spec
 from ..tables import markdown_escape, markdown_table
-from .bar import BUNDLED_FOLDS, BUNDLED_REFERENCE, COLUMNS, MODEL_LABELS, OPENML_FOLDS, Criterion, task_means
+from .bar import BUNDLED_FOLDS, BUNDLED_REFERENCE, COLUMNS, OPENML_FOLDS, Criterion, task_means
 
 #: The version of the JSON layout of :meth:`Scorecard.to_dict`.
 SCORECARD_FORMAT = 1
@@ -67,8 +68,8 @@ class Scorecard:
 
     @property
     def model(self) -> str:
-        """The checkpoint's classifier as the tables name it: EquiTabPFN or TabPFN*."""
-        return MODEL_LABELS.get(self.arch, self.arch)
+        """The checkpoint's classifier as the tables name it: EquiTabPFN or TabPFN* (the registry's label)."""
+        return method_spec(self.arch).plain_label
 
     @property
     def measured(self) -> list[Criterion]:
@@ -103,10 +104,6 @@ class Scorecard:
         table = task_means(self.scores, "bundled")
         return table.droplevel("dataset") if not table.empty else table
 
-    def task_table(self, group: str) -> pd.DataFrame:
-        """Mean accuracy over the folds per task of ``group`` ("<=10" or ">10")."""
-        return task_means(self.scores, group)
-
     def to_dict(self) -> dict:
         """Everything as plain data (the JSON file, ``--json``): accuracies as fractions, margins in points."""
         return {
@@ -125,14 +122,10 @@ class Scorecard:
     @classmethod
     def from_dict(cls, data: dict) -> Scorecard:
         """The scorecard :meth:`to_dict` wrote."""
-        return cls(
-            checkpoint=data["checkpoint"], arch=data["arch"],
-            scores=pd.DataFrame(data["scores"], columns=list(COLUMNS)),
-            criteria=[Criterion.from_dict(criterion) for criterion in data["criteria"]],
-            folds=None if data["folds"] is None else tuple(data["folds"]), openml_cache=data["openml_cache"],
-            threads=data["threads"], settings=data["settings"], sha256=data["sha256"], command=data["command"],
-            date=data["date"], machine=data["machine"], seconds=data["seconds"], equibench=data["equibench"],
-        )
+        plain = {f.name: data[f.name] for f in fields(cls) if f.name not in ("scores", "criteria", "folds")}
+        return cls(**plain, scores=pd.DataFrame(data["scores"], columns=list(COLUMNS)),
+                   criteria=[Criterion.from_dict(criterion) for criterion in data["criteria"]],
+                   folds=None if data["folds"] is None else tuple(data["folds"]))
 
     def to_markdown(self) -> str:
         """How it was made, the tables and the verdict, as Markdown."""
@@ -160,7 +153,7 @@ class Scorecard:
             n_tasks = self.scores[self.scores.group != "bundled"].task.nunique()
             lines += [f"OpenML cache: {markdown_escape(str(self.openml_cache))} ({n_tasks} tasks).", ""]
         for group, title in (("<=10", "<= 10-class"), (">10", "> 10-class")):
-            table = self.task_table(group)
+            table = task_means(self.scores, group)
             if table.empty:
                 continue
             tasks = table.reset_index()

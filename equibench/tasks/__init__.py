@@ -12,9 +12,8 @@ from .._lazy import lazy_exports
 _LAZY = {
     "check_cache": "cache_check",
     "DownloadOptions": "download", "DownloadSummary": "download", "download_tasks": "download",
-    "working_cache": "openml",
     "BUILTIN_SUITES": "suites", "GT10": "suites", "LARGE": "suites", "Suite": "suites", "load_suite": "suites", "load_task": "suites",
-    "DEMO_TASKS": "task", "Task": "task", "demo_task": "task", "stratified_folds": "task",
+    "Task": "task", "demo_task": "task",
 }
 
 # The public names (docs/API.md); the others of _LAZY are importable but internal.

@@ -244,18 +244,10 @@ def cached_task_ids(cache: str | os.PathLike) -> list[str]:
     return sorted(found | set(Manifest.load(cache).tasks), key=int)
 
 
-def fix_command(cache: str | os.PathLike, task_ids, suite: str | None = None) -> str:
-    """The `equibench download` command that fetches (again) what ``task_ids`` lack."""
-    from shlex import quote
-
-    where = f"--suite {quote(suite)} " if suite else ""
-    return f"equibench download {where}--cache {quote(str(cache))} --tasks {','.join(map(str, task_ids))}"
-
-
 def cache_gap_messages(suite, cache: str | os.PathLike | None, when_some_held: bool = False) -> list[str]:
     """One line naming the OpenML tasks of ``suite`` that ``cache`` lacks (no task.xml), with the
-    command that fetches them, and one naming those it holds damaged or incomplete files of
-    (quick check: files present, XML readable, sizes as downloaded), with the command that checks
+    step that fetches them, and one naming those it holds damaged or incomplete files of
+    (quick check: files present, XML readable, sizes as downloaded), with the step that checks
     them; nothing when the folder is not an openml cache at all, and with ``when_some_held`` no
     line of lacking tasks when it holds none of them (a caller that says so later)."""
     openml_ids = [task_id for task_id in suite.task_ids if not task_id.startswith(("demo-", "file-"))]
@@ -269,16 +261,11 @@ def cache_gap_messages(suite, cache: str | os.PathLike | None, when_some_held: b
         lines.append(
             f"the OpenML cache {str(cache)!r} lacks {len(lacking)} of the suite's {len(openml_ids)} OpenML tasks "
             f"({', '.join(lacking)}): their cells are not run (missing) unless openml can download them now. Fetch "
-            "them first with: " + fix_command(cache, lacking, suite.name if suite.name in ("gt10", "le10") else None)
-        )
+            f"them first with `download_tasks(cache={str(cache)!r}, task_ids={lacking!r})`")
     if damaged:
-        from shlex import quote
-
-        ids = ",".join(check.task_id for check in damaged)
         lines.append(
             f"the OpenML cache {str(cache)!r} holds damaged or incomplete files of {len(damaged)} of the suite's "
             f"{len(openml_ids)} OpenML tasks (task {damaged[0].task_id}: {damaged[0].describe()}"
             f"{'; ...' if len(damaged) > 1 else ''}): a task openml cannot load fails. Check them with "
-            f"`equibench download --verify {quote(str(cache))} --tasks {ids}`"
-        )
+            f"`check_cache(cache={str(cache)!r}, task_ids={[check.task_id for check in damaged]!r})`")
     return lines

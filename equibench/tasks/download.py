@@ -26,12 +26,13 @@ from xml.parsers.expat import ExpatError
 
 from filelock import FileLock, Timeout
 from rich.console import Console
+from rich.filesize import decimal
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, UnsupportedTaskError
 from ..progress import Progress
 from .cache_check import DATASET_FILES, TASK_FILES, TaskCheck, check_task, server_dir
 from .cache_manifest import Manifest, file_digest
@@ -52,13 +53,13 @@ class DownloadOptions:
 
     def __post_init__(self) -> None:
         if not self.server.startswith(("http://", "https://")) or "/api/" not in self.server:
-            raise InvalidInputError(f"server must be an OpenML API URL like {DEFAULT_SERVER}, got {self.server!r}")
+            raise InvalidInputError(f"`server` must be an OpenML API URL like {DEFAULT_SERVER}, got {self.server!r}")
         if self.retries < 0:
-            raise InvalidInputError(f"retries must be 0 or more, got {self.retries}")
+            raise InvalidInputError(f"`retries` must be 0 or more, got {self.retries}")
         if not self.backoff_s >= 0:
-            raise InvalidInputError(f"backoff_s must be 0 or more seconds, got {self.backoff_s}")
+            raise InvalidInputError(f"`backoff_s` must be 0 or more seconds, got {self.backoff_s}")
         if not self.timeout_s > 0:
-            raise InvalidInputError(f"timeout_s must be a positive number of seconds, got {self.timeout_s}")
+            raise InvalidInputError(f"`timeout_s` must be a positive number of seconds, got {self.timeout_s}")
 
 
 @dataclass
@@ -83,14 +84,10 @@ class _BrokenDownload(Exception):
     """The fetched files of a task do not pass the cache check (a damaged transfer: retried)."""
 
 
-class UnsupportedTask(Exception):
-    """The server's task is not one equibench evaluates (not retried)."""
-
-
-def select_tasks(suite: str | None, tasks: list[str] | None) -> list[str]:
+def select_tasks(suite: str | None, tasks: list[str] | None = None) -> list[str]:
     """The task ids to fetch: the suite's, or only ``tasks`` (which must be in the suite, if one is given)."""
     if suite is None and not tasks:
-        raise InvalidInputError("name the tasks to fetch: a suite (gt10, le10 or a suite file) and/or tasks (OpenML task ids)")
+        raise InvalidInputError("name the tasks to fetch: a `suite` (gt10, le10 or a suite file) and/or `tasks` (OpenML task ids)")
     if suite is None:
         return list(dict.fromkeys(tasks))
     task_ids = list(load_suite(suite).task_ids)
@@ -98,7 +95,7 @@ def select_tasks(suite: str | None, tasks: list[str] | None) -> list[str]:
         return task_ids
     unknown = [task_id for task_id in tasks if task_id not in task_ids]
     if unknown:
-        raise InvalidInputError(f"tasks {','.join(unknown)} not in suite {suite!r} (its tasks: {', '.join(task_ids)})")
+        raise InvalidInputError(f"`tasks` {','.join(unknown)} not in suite {suite!r} (its tasks: {', '.join(task_ids)})")
     return list(dict.fromkeys(tasks))
 
 
@@ -192,7 +189,7 @@ def _fetch(task_id: str, stage: Path, options: DownloadOptions) -> tuple[Path, T
         )
     check = check_task(root, task_id, deep=True)
     if check.unsupported:
-        raise UnsupportedTask(check.describe())
+        raise UnsupportedTaskError(check.describe())  # not retried
     if not check.ok:
         raise _BrokenDownload(check.describe())
     return root, check
@@ -202,11 +199,6 @@ def _install_order(name: str) -> tuple[int, int]:
     """Dataset files, then the splits, then task.xml (openml's first look for a task)."""
     base = name.rsplit("/", 1)[-1]
     return (0, DATASET_FILES.index(base)) if name.startswith("datasets/") else (1, TASK_FILES.index(base))
-
-
-def _fsync(path: Path) -> None:
-    with path.open("rb") as handle:
-        os.fsync(handle.fileno())
 
 
 def _install(stage_root: Path, root: Path, check: TaskCheck, manifest: Manifest) -> list[str]:
@@ -227,7 +219,8 @@ def _install(stage_root: Path, root: Path, check: TaskCheck, manifest: Manifest)
     manifest.save()
     for name in moves:
         source, target = stage_root / name, root / name
-        _fsync(source)
+        with source.open("rb") as handle:  # on disk before the rename makes it part of the cache
+            os.fsync(handle.fileno())
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(source, target)
     return conflicts
@@ -328,13 +321,13 @@ def download_tasks(
     as built-in. One process at a time writes a cache (a lock file says so)."""
     cache = Path(cache)
     if cache.exists() and not cache.is_dir():
-        raise InvalidInputError(f"cache {str(cache)!r} is a file; pass a folder (it is created if missing)")
+        raise InvalidInputError(f"`cache` {str(cache)!r} is a file; pass a folder (it is created if missing)")
     console = console or Console(stderr=True)
     try:
         (cache / PARTIAL_DIR).mkdir(parents=True, exist_ok=True)
         lock = FileLock(cache / LOCK_FILE).acquire(timeout=0)
     except Timeout:
-        raise InvalidInputError(f"another `equibench download` is writing {str(cache)!r}; wait for it to finish") from None
+        raise InvalidInputError(f"another download is writing {str(cache)!r}; wait for it to finish") from None
     except OSError as error:
         raise InvalidInputError(f"cannot write to the cache folder {str(cache)!r} ({error.strerror}); pass a writable folder") from None
     with lock:
@@ -358,14 +351,6 @@ def download_tasks(
     return summary
 
 
-def _size(n_bytes: int) -> str:
-    for unit in ("B", "kB", "MB"):
-        if n_bytes < 1000:
-            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
-        n_bytes /= 1000
-    return f"{n_bytes:.1f} GB"
-
-
 def _count(value: int | None) -> str:
     return "" if value is None else str(value)
 
@@ -380,6 +365,6 @@ def tasks_table(rows: list[tuple[TaskCheck, str]], title: str) -> Table:
     for check, status in rows:
         dataset = f"{check.name} ({check.dataset_id})" if check.dataset_id is not None else check.name
         table.add_row(check.task_id, escape(dataset), _count(check.rows), _count(check.features),
-                      _count(check.classes), _size(check.size_bytes) if check.size_bytes else "",
+                      _count(check.classes), decimal(check.size_bytes) if check.size_bytes else "",
                       f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]")
     return table

@@ -8,7 +8,6 @@ never modified.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -44,7 +43,7 @@ class TaskNotCachedError(TaskUnavailableError):
 
     def __str__(self) -> str:
         return (f"OpenML task {self.task_id} is not in the cache {self.cache!r} and {self.cause}. Point "
-                "openml_cache (or OPENML_CACHE_DIR) at a cache that holds it.")
+                "`openml_cache` (or OPENML_CACHE_DIR) at a cache that holds it.")
 
 
 def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Path:
@@ -69,12 +68,14 @@ def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Pat
     return work_dir
 
 
-def load_cached_tasks(source: str | os.PathLike) -> dict[int, Task]:
-    """Every task of the OpenML cache at ``source``, by task id in numeric order, loaded through
-    a temporary writable copy that is removed afterwards (``source`` is only read)."""
+def load_cached_tasks(source: str | os.PathLike, task_ids=None) -> dict[int, Task]:
+    """The tasks ``task_ids`` (default: every task, in numeric order) of the OpenML cache at
+    ``source``, by task id, loaded through a temporary writable copy that is removed afterwards
+    (``source`` is only read)."""
     with tempfile.TemporaryDirectory(prefix="equibench-openml-") as work_dir:
         cache = working_cache(source, work_dir)
-        return {int(task_id): load_task(int(task_id), cache) for task_id in cached_task_ids(cache)}
+        chosen = cached_task_ids(cache) if task_ids is None else task_ids
+        return {int(task_id): load_task(int(task_id), cache) for task_id in chosen}
 
 
 def _copy_writable(source: Path, target: Path) -> None:
@@ -203,5 +204,5 @@ def _damage(task_id, root: Path, kept: Path | None, before: TaskCheck, error: Ba
         problems.append(problem)
     found = "; ".join(problems) or f"openml cannot load it ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
     return (f"OpenML task {task_id} is in the cache {str(root)!r} but is damaged or incomplete: {found}. Check the "
-            f"cache with `equibench download --verify {shlex.quote(str(root))} --tasks {task_id}` and fetch the task "
+            f"cache with `check_cache(cache={str(root)!r}, task_ids=[{str(task_id)!r}])` and fetch the task "
             "again where a network is")

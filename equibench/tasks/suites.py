@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import tomllib
-
 from ..errors import InvalidInputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 # Tasks, tables and OpenML load numpy, pandas and scikit-learn (and YAML files PyYAML): imported where
 # used, so that listing the suites (`equibench suites`, shell completion) starts as fast as `--help`.
@@ -88,8 +92,8 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
     path = Path(name_or_path)
     if not path.is_file():
         raise InvalidInputError(
-            f"suite {str(name_or_path)!r} is neither a built-in suite ({', '.join(BUILTIN_SUITES)}) nor an existing "
-            "suite file (.toml/.yaml with a `tasks` list of OpenML task ids)"
+            f"`suite` {str(name_or_path)!r} is neither a built-in suite ({', '.join(BUILTIN_SUITES)}) nor an existing "
+            "suite file (.toml/.yaml with a 'tasks' list of OpenML task ids)"
         )
     if path.suffix not in (".toml", ".yaml", ".yml"):
         raise InvalidInputError(f"suite file {str(path)!r} must end in .toml, .yaml or .yml")
@@ -101,7 +105,7 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as error:
         raise InvalidInputError(f"cannot read suite file {str(path)!r}: {error}") from error
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not data["tasks"]:
-        raise InvalidInputError(f"suite file {str(path)!r} needs a non-empty `tasks` list, e.g. tasks = [5, 7, 41]")
+        raise InvalidInputError(f"suite file {str(path)!r} needs a non-empty 'tasks' list, e.g. tasks = [5, 7, 41]")
     from .user_data import file_task_from_entry
 
     task_ids, files = [], []

@@ -19,7 +19,6 @@ when every value is one, else text.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import numbers
 import re
@@ -33,6 +32,7 @@ import yaml
 from ..atomic_files import atomic_write, atomic_write_text
 from ..errors import InvalidInputError
 from ..frames import as_pandas
+from .cache_manifest import file_digest
 from .task import Task, stratified_folds
 
 PREFIX = "file-"
@@ -52,16 +52,12 @@ class FileTask:
     sha256: str
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def file_task_from_entry(entry: dict, base_dir: Path, where: str) -> FileTask:
     """The :class:`FileTask` of a suite file entry ``{file, target, folds?, name?}``."""
     unknown = sorted(set(entry) - {"file", "target", "folds", "name"})
     if unknown or not isinstance(entry.get("file"), str) or not isinstance(entry.get("target"), str):
         raise InvalidInputError(
-            f"{where}: a table entry needs `file` and `target` (and optionally `folds`, `name`), got {entry!r}; "
+            f"{where}: a table entry needs 'file' and 'target' (and optionally 'folds', 'name'), got {entry!r}; "
             'e.g. {file = "data.csv", target = "label"}'
         )
     path = (base_dir / entry["file"]).resolve()
@@ -74,8 +70,8 @@ def file_task_from_entry(entry: dict, base_dir: Path, where: str) -> FileTask:
         raise InvalidInputError(f"{where}: task name {name!r} may only hold letters, digits, '_', '.' and '-'")
     folds = entry.get("folds")
     if folds is not None and not isinstance(folds, str):
-        raise InvalidInputError(f"{where}: `folds` names a column of {entry['file']!r}, got {folds!r}")
-    return FileTask(f"{PREFIX}{name}", name, str(path), entry["target"], folds, _digest(path))
+        raise InvalidInputError(f"{where}: 'folds' names a column of {entry['file']!r}, got {folds!r}")
+    return FileTask(f"{PREFIX}{name}", name, str(path), entry["target"], folds, file_digest(path))
 
 
 def _header(path: Path) -> list[str]:
@@ -161,7 +157,7 @@ def _check_train_parts(y: np.ndarray, test_folds: np.ndarray, spec: FileTask) ->
                 f"the train part of fold {fold} of {spec.path!r} holds only class {train[0]!r} (folds {fold} and "
                 f"{(fold + 1) % n_folds} are its test and validation parts; the rarest class, {counts.index[-1]!r}, "
                 f"has {counts.iloc[-1]} rows): add rows of the rare classes"
-                + (", or give a `folds` column that spreads them" if spec.folds is None else " or spread them over "
+                + (", or give a 'folds' column that spreads them" if spec.folds is None else " or spread them over "
                    f"the folds of column {spec.folds!r}")
             )
 
@@ -169,10 +165,10 @@ def _check_train_parts(y: np.ndarray, test_folds: np.ndarray, spec: FileTask) ->
 def load_file_task(spec: FileTask) -> Task:
     """The :class:`Task` of a table file, checked against the content the suite was planned with."""
     path = Path(spec.path)
-    if not path.is_file() or _digest(path) != spec.sha256:
+    if not path.is_file() or file_digest(path) != spec.sha256:
         raise InvalidInputError(
             f"table file {spec.path!r} of task {spec.task_id} is missing or changed since the run was planned; "
-            "restore it, or start a new out_dir"
+            "restore it, or start a new `out_dir`"
         )
     frame = _read_table(path)
     for column, role in ((spec.target, "target"), (spec.folds, "folds")):
@@ -185,7 +181,7 @@ def load_file_task(spec: FileTask) -> Task:
     y = frame[spec.target].to_numpy()
     if spec.folds is None:
         if len(y) < 10:
-            raise InvalidInputError(f"{spec.path!r} has {len(y)} rows; 10 folds need at least 10 (or give a `folds` column)")
+            raise InvalidInputError(f"{spec.path!r} has {len(y)} rows; 10 folds need at least 10 (or give a 'folds' column)")
         test_folds = stratified_folds(y)
     else:
         test_folds = _fold_column(frame[spec.folds], spec)

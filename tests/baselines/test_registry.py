@@ -23,14 +23,16 @@ def test_each_entry_reaches_its_implementation(name):
 
 def test_ensemble_methods_and_weights():
     assert [name for name, spec in METHODS.items() if spec.ensembles] == [
-        "equitabpfn", "tabpfn-star", "equitabpfn-official", "tabpfn-v1", "tabpfn-v2", "tabpfn", "tabicl"]
+        "equitabpfn", "tabpfn-star", "equitabpfn-ft", "tabpfn-star-ft", "equitabpfn-official", "tabpfn-v1", "tabpfn-v2",
+        "tabpfn", "tabicl"]
     assert [name for name, spec in METHODS.items() if spec.needs_weights] == [
         "equitabpfn-official", "tabpfn-v1", "tabpfn-v2", "tabpfn", "tabicl"]
     # those also take them from an environment variable; the PFNs' default to the packaged checkpoints
-    assert weights_methods() == ["equitabpfn", "tabpfn-star", "equitabpfn-official", "tabpfn-v1", "tabpfn-v2", "tabpfn",
-                                 "tabicl"]
+    assert weights_methods() == ["equitabpfn", "tabpfn-star", "equitabpfn-ft", "tabpfn-star-ft", "equitabpfn-official",
+                                 "tabpfn-v1", "tabpfn-v2", "tabpfn", "tabicl"]
     assert {name: METHODS[name].weights.env for name in weights_methods()} == {
-        "equitabpfn": None, "tabpfn-star": None, "equitabpfn-official": "EQUIBENCH_OFFICIAL_CHECKPOINT",
+        "equitabpfn": None, "tabpfn-star": None, "equitabpfn-ft": None, "tabpfn-star-ft": None,
+        "equitabpfn-official": "EQUIBENCH_OFFICIAL_CHECKPOINT",
         "tabpfn-v1": "EQUIBENCH_TABPFN_WEIGHTS", "tabpfn-v2": "EQUIBENCH_TABPFN_WEIGHTS",
         "tabpfn": "EQUIBENCH_TABPFN_CHECKPOINT", "tabicl": "EQUIBENCH_TABICL_CHECKPOINT"}
     assert set(FAST_METHODS) <= set(METHODS)

@@ -15,15 +15,12 @@ from equibench.baselines.mlp import MLPMethod
 from equibench.baselines.registry import check_weights, method_spec, weights_methods
 from equibench.baselines.settings import (
     EnsembleSettings,
-    EquiTabPFNSettings,
     ExternalTabPFNSettings,
     KNNSettings,
     MethodOptions,
     MLPSettings,
     PFNSettings,
     Settings,
-    TabICLSettings,
-    TabPFNStarSettings,
     TabPFNv1Settings,
     TabPFNv2Settings,
     ensemble_size,
@@ -37,7 +34,7 @@ def test_the_variant_is_derived_from_the_settings():
     assert EnsembleSettings(n_estimators=4).variant == "n4"
     assert PFNSettings(n_estimators=16, checkpoint="x.pt").variant == "n16"
     assert KNNSettings().variant == Settings().variant == "default"
-    sizes = [settings.n_estimators for settings in EquiTabPFNSettings().variants((1, 4, 16))]
+    sizes = [settings.n_estimators for settings in PFNSettings().variants((1, 4, 16))]
     assert sizes == [1, 4, 16] and all(isinstance(size, int) for size in sizes)
     assert KNNSettings().variants((1, 4)) == [KNNSettings()]
 
@@ -56,27 +53,40 @@ def test_the_options_give_each_method_its_settings(monkeypatch):
     monkeypatch.setenv("EQUIBENCH_TABPFN_WEIGHTS", "/weights")
     options = MethodOptions(weights={"equitabpfn": "e.pt", "tabpfn-star": "s.pt", "tabpfn-v2": "/v2"}, max_train_rows=50,
                             device="cuda")
-    assert EquiTabPFNSettings.from_options(options) == EquiTabPFNSettings(checkpoint="e.pt", max_train_rows=50, device="cuda")
-    assert TabPFNStarSettings.from_options(options).checkpoint == "s.pt"
+
+    def settings(name: str) -> Settings:
+        spec = method_spec(name)
+        return spec.settings.from_options(options, spec.given_weights(options))
+
+    assert settings("equitabpfn") == PFNSettings(checkpoint="e.pt", max_train_rows=50, device="cuda")
+    assert settings("tabpfn-star") == PFNSettings(checkpoint="s.pt", max_train_rows=50, device="cuda")
     # TabPFN v1 and v2 take their own folders; the environment variable gives both theirs
-    assert TabPFNv1Settings.from_options(options) == TabPFNv1Settings(tabpfn_weights="/weights", device="cuda")
-    assert TabPFNv2Settings.from_options(options) == TabPFNv2Settings(tabpfn_weights="/v2", device="cuda")
-    assert KNNSettings.from_options(options) == KNNSettings()  # the run options change no baseline
-    assert EquiTabPFNSettings.from_options(MethodOptions()).checkpoint == "default"
+    assert settings("tabpfn-v1") == TabPFNv1Settings(tabpfn_weights="/weights", device="cuda")
+    assert settings("tabpfn-v2") == TabPFNv2Settings(tabpfn_weights="/v2", device="cuda")
+    assert settings("knn") == KNNSettings()  # the run options change no baseline
+    assert PFNSettings.from_options(MethodOptions()).checkpoint == "default"
+
+
+def test_each_method_is_named_once_in_the_registry():
+    """EquiTabPFN and TabPFN* share their settings class; each method's class takes its name
+    from its registry entry."""
+    assert method_spec("equitabpfn").settings is method_spec("tabpfn-star").settings is PFNSettings
+    assert [method_spec(name).implementation().name for name in ("equitabpfn", "tabpfn-star", "tabpfn")] == [
+        "equitabpfn", "tabpfn-star", "tabpfn"]
 
 
 def test_weights_fall_back_to_each_methods_environment_variable(monkeypatch):
     for name in ("EQUIBENCH_TABPFN_WEIGHTS", "EQUIBENCH_TABPFN_CHECKPOINT", "EQUIBENCH_TABICL_CHECKPOINT",
                  "EQUIBENCH_OFFICIAL_CHECKPOINT"):
         monkeypatch.delenv(name, raising=False)
-    declared = [method_spec(name).settings for name in weights_methods()]
-    assert all(settings.given_weights(MethodOptions()) is None for settings in declared)
+    declared = [method_spec(name) for name in weights_methods()]
+    assert all(spec.given_weights(MethodOptions()) is None for spec in declared)
     monkeypatch.setenv("EQUIBENCH_TABICL_CHECKPOINT", "/env.ckpt")
     monkeypatch.setenv("EQUIBENCH_OFFICIAL_CHECKPOINT", "")  # set but empty: none
     options = MethodOptions(weights={"tabpfn-v1": Path("/v1")})
     assert options.weights == {"tabpfn-v1": "/v1"}  # paths kept as strings
-    assert [settings.given_weights(options) for settings in declared] == [None, None, None, "/v1", None, None, "/env.ckpt"]
-    assert TabICLSettings.given_weights(MethodOptions(weights={"tabicl": "/given.ckpt"})) == "/given.ckpt"
+    assert [spec.given_weights(options) for spec in declared] == [None, None, None, None, None, "/v1", None, None, "/env.ckpt"]
+    assert method_spec("tabicl").given_weights(MethodOptions(weights={"tabicl": "/given.ckpt"})) == "/given.ckpt"
 
 
 def test_the_context_cap_is_written_once():
@@ -88,9 +98,9 @@ def test_the_context_cap_is_written_once():
 @pytest.mark.parametrize("changes, message", [
     ({"ensembles": ()}, "ensemble sizes must be positive"),
     ({"ensembles": (1, 0)}, "ensemble sizes must be positive"),
-    ({"max_train_rows": 0}, "max_train_rows must be positive"),
-    ({"weights": {"tabicl": 3}}, "weights must map method names to paths"),
-    ({"weights": ["tabicl=x"]}, "weights must map method names to paths"),
+    ({"max_train_rows": 0}, "`max_train_rows` must be positive"),
+    ({"weights": {"tabicl": 3}}, "`weights` must map method names to paths"),
+    ({"weights": ["tabicl=x"]}, "`weights` must map method names to paths"),
 ])
 def test_bad_options_are_refused(changes, message):
     with pytest.raises(InvalidInputError, match=message):
@@ -128,8 +138,8 @@ def test_the_work_of_a_fit_grows_with_members_up_to_the_context_cap():
 
 
 @pytest.mark.parametrize("weights, message", [
-    ({"knn": "x"}, "weights: 'knn' takes no weights; the methods that take weights: equitabpfn, tabpfn-star, "),
-    ({"nope": "x"}, "weights: 'nope' is not a method; the methods that take weights: equitabpfn, "),
+    ({"knn": "x"}, "`weights`: 'knn' takes no weights; the methods that take weights: equitabpfn, tabpfn-star, "),
+    ({"nope": "x"}, "`weights`: 'nope' is not a method; the methods that take weights: equitabpfn, "),
 ])
 def test_weights_for_a_method_that_takes_none_are_refused_by_the_runs(weights, message):
     with pytest.raises(InvalidInputError, match=message):

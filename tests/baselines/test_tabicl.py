@@ -47,7 +47,7 @@ def _iris(tmp_path, **options) -> EvaluateConfig:
 
 def _method(checkpoint, n_classes: int, seed: int = 0):
     implementation = method_spec("tabicl").implementation()
-    settings = implementation.prepare(TabICLSettings.from_options(MethodOptions(weights={"tabicl": str(checkpoint)})))
+    settings = implementation.prepare(TabICLSettings.from_options(MethodOptions(), str(checkpoint)))
     return implementation(n_classes, seed, settings)
 
 
@@ -86,7 +86,7 @@ def test_without_a_checkpoint_its_cells_are_skipped_with_the_reason(tmp_path, mo
     summary = evaluate(_iris(tmp_path), tmp_path / "out", progress=False)
     assert summary.counts == {"skipped": 1}
     reasons = {json.loads(path.read_text())["reason"] for path in (tmp_path / "out" / "cells").glob("*.json")}
-    assert reasons == {"no weights: pass --weights tabicl=FILE or set EQUIBENCH_TABICL_CHECKPOINT: a TabICL checkpoint "
+    assert reasons == {"no weights: pass `weights={'tabicl': 'FILE'}` or set EQUIBENCH_TABICL_CHECKPOINT: a TabICL checkpoint "
                        "file in the tabicl package's format (e.g. tabicl-classifier-v2-20260212.ckpt), never downloaded"}
     missing = tmp_path / "nowhere.ckpt"
     monkeypatch.setenv("EQUIBENCH_TABICL_CHECKPOINT", str(missing))

@@ -84,7 +84,7 @@ def _method(path, n_classes: int, seed: int = 0, n_estimators: int = 1):
     """The registry's tabpfn method with the checkpoint file ``path`` (None: without one)."""
     spec = method_spec("tabpfn")
     options = MethodOptions(weights={} if path is None else {"tabpfn": str(path)})
-    settings = spec.implementation().prepare(spec.settings.from_options(options))
+    settings = spec.implementation().prepare(spec.settings.from_options(options, spec.given_weights(options)))
     return spec.implementation()(n_classes, seed, settings, n_estimators=n_estimators)
 
 
@@ -137,7 +137,7 @@ def test_an_evaluate_cell_runs_end_to_end_and_records_the_version(checkpoint, tm
 
 def test_without_a_checkpoint_the_cells_are_skipped_and_a_folder_is_refused(tmp_path, monkeypatch):
     monkeypatch.delenv("EQUIBENCH_TABPFN_CHECKPOINT", raising=False)
-    with pytest.raises(MethodUnavailableError, match="^no weights: pass --weights tabpfn=FILE or set "
+    with pytest.raises(MethodUnavailableError, match="^no weights: pass `weights={'tabpfn': 'FILE'}` or set "
                                                      "EQUIBENCH_TABPFN_CHECKPOINT: a TabPFN classifier checkpoint"):
         _method(None, 3).fit(*_data(3)[:2])
     with pytest.raises(InvalidInputError, match=r"weights=\{'tabpfn': .*\}: a folder, not a file; give a TabPFN"):

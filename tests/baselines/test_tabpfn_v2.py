@@ -64,7 +64,7 @@ def _method(weights, n_classes: int, seed: int = 0, n_estimators: int = 1):
     """The registry's tabpfn-v2 method with the weights folder ``weights``."""
     spec = method_spec("tabpfn-v2")
     options = MethodOptions(weights={"tabpfn-v2": str(weights)})
-    settings = spec.implementation().prepare(spec.settings.from_options(options))
+    settings = spec.implementation().prepare(spec.settings.from_options(options, spec.given_weights(options)))
     return spec.implementation()(n_classes, seed, settings, n_estimators=n_estimators)
 
 
@@ -125,7 +125,7 @@ def test_without_weights_its_cells_are_skipped_with_the_reason(tmp_path, monkeyp
     summary = evaluate(_iris(tmp_path), tmp_path / "out", progress=False)
     assert summary.counts == {"skipped": 1}
     (reason,) = {json.loads(path.read_text())["reason"] for path in (tmp_path / "out" / "cells").glob("*.json")}
-    assert reason == method_spec("tabpfn-v2").no_weights()  # what to pass, not a download or a failure
+    assert reason == method_spec("tabpfn-v2").settings.no_weights("tabpfn-v2")  # what to pass, not a download or a failure
     assert reason.startswith("no weights: ") and "tabpfn-v2" in reason
     empty = tmp_path / "empty"  # a folder without a tabpfn-v2-classifier*.ckpt
     empty.mkdir()
@@ -138,6 +138,6 @@ def test_tabpfn_v1_is_refused_with_the_pip_hint_under_tabpfn_2_or_later(tmp_path
     (tmp_path / "models_diff").mkdir()
     (tmp_path / "models_diff" / "prior_diff_real_checkpoint_n_0_epoch_42.cpkt").write_bytes(b"v1 weights")
     spec = method_spec("tabpfn-v1")
-    method = spec.implementation()(3, 0, spec.settings.from_options(MethodOptions(weights={"tabpfn-v1": str(tmp_path)})))
+    method = spec.implementation()(3, 0, spec.settings.from_options(MethodOptions(), str(tmp_path)))
     with pytest.raises(MethodUnavailableError, match=r"tabpfn-v1 needs 'tabpfn<2' but tabpfn \S+ is installed"):
         method.fit(*_data(3)[:2])

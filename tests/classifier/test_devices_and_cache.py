@@ -42,10 +42,10 @@ def test_auto_picks_cuda_then_mps_then_cpu(monkeypatch, cuda, mps, expected):
 @pytest.mark.parametrize("device, name", [("cuda", "CUDA"), ("cuda:1", "CUDA"), ("mps", "MPS")])
 def test_a_device_torch_cannot_use_is_refused_at_fit_in_one_line(monkeypatch, device, name):
     _simulate(monkeypatch, cuda=False, mps=False)
-    with pytest.raises(InvalidInputError, match=f"cannot use {name} here; use device='auto'") as caught:
+    with pytest.raises(InvalidInputError, match=f"cannot use {name} here; use `device='auto'`") as caught:
         _equi(device=device).fit(*blobs(n=60))
     assert "\n" not in str(caught.value)
-    with pytest.raises(InvalidInputError, match="device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got 'meta'"):
+    with pytest.raises(InvalidInputError, match="`device` must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got 'meta'"):
         _equi(device="meta").fit(*blobs(n=60))
 
 

@@ -342,7 +342,7 @@ def test_feature_transforms_choose_each_members_preprocessing():
         ({"feature_transforms": 3}, "feature_transforms must be a non-empty sequence"),
         ({"categorical_encodings": ("ordinal", "binary")}, "categorical_encodings must be a non-empty sequence"),
         ({"categorical_encodings": []}, "categorical_encodings must be a non-empty sequence"),
-        ({"device": "tpu"}, "device must be"),
+        ({"device": "tpu"}, "`device` must be"),
         ({"checkpoint": 42}, "'checkpoint' parameter of EquiTabPFNClassifier must be an instance of 'str', an instance of "
                              "'os.PathLike' or an instance of 'torch.nn.modules.module.Module'. Got 42 instead."),
         ({"checkpoint": "/no/such/file.pt"}, "does not exist"),

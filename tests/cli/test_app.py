@@ -147,10 +147,11 @@ def _quality_file(folder, arch: str, iris: float, sha256: str | None = None):
 
     import pandas as pd
 
-    from equibench.scoring.bar import COLUMNS, MODEL_LABELS, evaluate_criteria
+    from equibench.baselines.registry import method_spec
+    from equibench.scoring.bar import COLUMNS, evaluate_criteria
     from equibench.scoring.scorecard import Scorecard
 
-    model, checkpoint = MODEL_LABELS[arch], folder / f"{arch}-small.pt"
+    model, checkpoint = method_spec(arch).plain_label, folder / f"{arch}-small.pt"
     scores = pd.DataFrame([("bundled", "iris", "iris", 0, model, iris), ("bundled", "iris", "iris", 0, "LogisticRegression", 0.95),
                            ("<=10", "4", "labor", 0, model, 0.95), ("<=10", "4", "labor", 0, "KNN", 0.90)],
                           columns=list(COLUMNS))

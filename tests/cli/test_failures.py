@@ -1,9 +1,12 @@
 """The one error mapping: every deliberate error of a command is one ``error:`` line with
-the library's parameters written as flags, and exit status 2 (bad input) or 1 (failure)."""
+the library's parameters written as flags, and exit status 2 (bad input) or 1 (failure); the
+library's messages name parameters, never flags."""
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 from typing import Annotated
 
 import pytest
@@ -11,7 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 from equibench.cli import app
-from equibench.cli.failures import CommandGroup
+from equibench.cli.failures import Command, CommandGroup, with_flags
 from equibench.errors import (
     FolderInUseError,
     InvalidInputError,
@@ -20,9 +23,9 @@ from equibench.errors import (
 )
 
 ERRORS = {
-    "bad-count": InvalidInputError("jobs must be at least 1, got 0"),
-    "changed": ValueError("made with threads_per_cell=1, not 2; pass rerun_changed=True to rerun every cell"),
-    "renamed": InvalidInputError("timeout_s must be a positive number of seconds, got 0"),
+    "bad-count": InvalidInputError("`jobs` must be at least 1, got 0"),
+    "changed": ValueError("made with `threads_per_cell=1`, not 2; pass `rerun_changed=True` to rerun every cell"),
+    "renamed": InvalidInputError("`timeout_s` must be a positive number of seconds, got 0"),
     "prose": InvalidInputError("the jobs of this run must be fewer; rows stay as they are"),
     "path": InvalidInputError("'runs/threads_per_cell/log.jsonl' and 'x.threads_per_cell' are damaged"),
     "denied": PermissionError(13, "Permission denied", "/no/write"),
@@ -30,10 +33,13 @@ ERRORS = {
     "unavailable": TaskUnavailableError("task 3 is neither in the cache nor on the server"),
     "diverged": NonFiniteLossError("step 5: the training loss is nan"),
     "nothing-loads": InvalidInputError("nothing can run: 2 of 2 le10 tasks are not in the OpenML cache 'c' and the "
-                                       "OpenML server could not be reached (ConnectionError). Next: point openml_cache "
-                                       "at your OpenML cache folder (DIR); then rerun this command with openml_cache DIR"),
-    "device": InvalidInputError("this torch cannot use MPS here; use device='auto' or device=\"cpu\", not jobs=0"),
-    "config": InvalidInputError("PriorConfig.threads_per_cell (1) must exceed ModelConfig.jobs; Other.jobs stays"),
+                                       "OpenML server could not be reached (ConnectionError). Next: point `openml_cache` "
+                                       "at your OpenML cache folder (DIR); then rerun this command with `openml_cache` DIR"),
+    "device": InvalidInputError("this torch cannot use MPS here; use `device='auto'` or `device=\"cpu\"`, not `jobs=0`"),
+    "config": InvalidInputError("`threads_per_cell` (1) must exceed `jobs`; Other.jobs stays"),
+    "switches": InvalidInputError("pass `progress=False`, not `progress=True` or `progress='yes'`"),
+    "steps": InvalidInputError("fetch with `download_tasks(task_ids=select_tasks(suite='le10'), cache='my cache')`, "
+                               "check with `check_cache(cache='c', task_ids=['5', '7'])`; `equibench run`, `nope` stay"),
 }
 
 
@@ -44,15 +50,16 @@ def _app() -> typer.Typer:
     def root() -> None:
         """A group, as the equibench app is."""
 
-    @demo.command()
+    @demo.command(cls=Command)  # as every command of the app
     def run(
         error: Annotated[str, typer.Option()],
         jobs: int = 1,
         threads_per_cell: int = 1,
-        timeout: float = 60.0,
+        timeout_s: Annotated[float, typer.Option("--timeout")] = 60.0,
         rerun_changed: bool = False,
         openml_cache: str = "",
         device: str = "cpu",
+        progress: bool = True,
     ) -> None:
         raise ERRORS[error]
 
@@ -74,6 +81,9 @@ def _app() -> typer.Typer:
                          "cache folder (DIR); then rerun this command with --openml-cache DIR"),
     ("device", 2, "error: this torch cannot use MPS here; use --device=auto or --device=cpu, not --jobs=0"),
     ("config", 2, "error: --threads-per-cell (1) must exceed --jobs; Other.jobs stays"),
+    ("switches", 2, "error: pass --no-progress, not --progress or `progress='yes'`"),
+    ("steps", 2, "error: fetch with `equibench download --suite le10 --cache 'my cache'`, check with `equibench download "
+                 "--verify c --tasks 5,7`; `equibench run`, `nope` stay"),
 ])
 def test_errors_become_one_line_and_an_exit_status(error, code, line):
     result = CliRunner().invoke(_app(), ["run", "--error", error])
@@ -133,6 +143,46 @@ def test_pretrain_messages_name_its_flags_never_python_syntax(tmp_path):
         words = re.sub(r"'[^']*'", "", result.stderr)  # the paths quoted aside
         assert not re.search(r"\w=(True|False)\b|Config\.|\b[a-z]+_[a-z_]+\b", words), result.stderr
 
+
+def test_a_library_error_names_parameters_as_python_does_and_the_cli_as_its_flags(tmp_path):
+    """One direction: str() of a library error reads ``name=value`` (what a Python caller
+    passes); the CLI writes the same error with the command's flags."""
+    from equibench.baselines.registry import check_weight_paths
+    from equibench.devices import resolve_device
+    from equibench.pretrain.run_dir import load_state
+
+    commands = typer.main.get_command(app).commands
+    with pytest.raises(InvalidInputError) as weights:
+        check_weight_paths({"tabicl": "nope.ckpt"})
+    assert str(weights.value).startswith("`weights={'tabicl': 'nope.ckpt'}`: no such file or folder")
+    assert with_flags(str(weights.value), commands["evaluate"]).startswith("--weights tabicl=nope.ckpt: no such file")
+    with pytest.raises(FileNotFoundError) as resume:
+        load_state(tmp_path)
+    assert str(resume.value).startswith("`resume=True` was given but")
+    assert with_flags(str(resume.value), commands["pretrain"]).startswith("--resume was given but")
+    with pytest.raises(InvalidInputError) as device:
+        resolve_device("cuda:99")  # no such device: neither without CUDA nor with it
+    assert "`device='auto'`" in str(device.value)
+    assert "--device=auto" in with_flags(str(device.value), commands["evaluate"])
+    assert "`device='auto'`" in with_flags(str(device.value), commands["report"])  # no such option: as it was
+
+
+#: The library's message-producing code: every module outside the CLI.
+LIBRARY = [path for folder in ("equibench", "model", "baselines")
+           for path in sorted((Path(__file__).parents[2] / folder).rglob("*.py")) if "cli" not in path.parts]
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda path: str(path.relative_to(path.parents[1])))
+def test_library_messages_write_no_flags(path):
+    """A string of the library (its docstrings aside, which may document the CLI) never holds
+    a flag: the library names parameters, the CLI alone turns them into flags."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    flags = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and id(node) not in docstrings and re.search(r"(?<![\w-])--[a-z]", node.value)]
+    assert flags == []
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly():

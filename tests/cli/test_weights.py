@@ -20,7 +20,7 @@ from equibench.cli.options import weights_map
 from equibench.errors import InvalidInputError, MethodUnavailableError
 from equibench.evaluate import EvaluateConfig
 
-TAKERS = ("the methods that take weights: equitabpfn, tabpfn-star, equitabpfn-official, tabpfn-v1, tabpfn-v2, tabpfn, "
+TAKERS = ("the methods that take weights: equitabpfn, tabpfn-star, equitabpfn-ft, tabpfn-star-ft, equitabpfn-official, tabpfn-v1, tabpfn-v2, tabpfn, "
           "tabicl")
 DEMO = ["--suite", "demo", "--folds", "0", "--jobs", "1", "--no-progress"]
 
@@ -56,9 +56,9 @@ def test_the_other_commands_with_weights_refuse_alike(tmp_path, command):
 
 def test_a_library_message_naming_an_entry_of_weights_reads_as_the_flag():
     evaluate = typer.main.get_command(app).commands["evaluate"]
-    assert with_flags("no weights: pass weights={'tabicl': FILE} or set X", evaluate) == \
+    assert with_flags("no weights: pass `weights={'tabicl': 'FILE'}` or set X", evaluate) == \
         "no weights: pass --weights tabicl=FILE or set X"
-    assert with_flags("weights={'tabicl': '/a b/x.ckpt'} is not a TabICL checkpoint", evaluate) == \
+    assert with_flags("`weights={'tabicl': '/a b/x.ckpt'}` is not a TabICL checkpoint", evaluate) == \
         "--weights tabicl=/a b/x.ckpt is not a TabICL checkpoint"
 
 
@@ -101,13 +101,12 @@ def test_a_weights_path_that_is_not_there_is_refused_before_any_cell(tmp_path, m
 class _PriorSettings(UserWeightsSettings):
     """A test method's settings: its weights, and what they are."""
 
-    method = "class-prior"
     user_weights = UserWeights("a file of class counts", env="EQUIBENCH_TEST_PRIOR_WEIGHTS")
     weights: str | None = None
 
     @classmethod
-    def from_options(cls, options: MethodOptions) -> _PriorSettings:
-        return cls(weights=cls.given_weights(options))
+    def from_options(cls, options: MethodOptions, weights: str | None = None) -> _PriorSettings:
+        return cls(weights=weights)
 
     def fingerprint(self) -> dict:
         return {"weights": self.weights}
@@ -116,12 +115,11 @@ class _PriorSettings(UserWeightsSettings):
 class _ClassPrior(Method):
     """Predicts the training classes' frequencies, once it has weights."""
 
-    name = "class-prior"
     settings: _PriorSettings
 
     def _fit(self, X, y, X_val, y_val, n_seen):
         if not self.settings.weights:
-            raise MethodUnavailableError(self.settings.no_weights())
+            raise MethodUnavailableError(self.settings.no_weights(self.name))
         self.prior_ = np.bincount(y, minlength=n_seen) / len(y)
 
     def _predict_proba(self, X):

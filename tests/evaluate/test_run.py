@@ -133,7 +133,7 @@ def test_user_suite_files(tmp_path):
 
 
 @pytest.mark.parametrize("name, text, message", [
-    ("a.toml", "tasks = []", "non-empty `tasks` list"),
+    ("a.toml", "tasks = []", "non-empty 'tasks' list"),
     ("b.toml", "tasks = [", "cannot read suite file"),
     ("c.yaml", "tasks: [1, banana]", "neither an OpenML task id"),
     ("d.yaml", "tasks: [demo-nothing]", "unknown demo task"),
@@ -160,6 +160,11 @@ def test_evaluate_writes_the_table_probabilities_and_manifest(tmp_path):
     stored = np.load(tmp_path / row.proba_file)
     assert stored["proba"].shape == (300, 30)
     assert cell_metrics(stored["y_true"], stored["proba"].astype(float))["accuracy"] == pytest.approx(row.accuracy)
+    # each cell stores its method's diagnostics: a PFN's contexts as a mapping, a baseline none
+    cells = {path.stem: json.loads(path.read_text()) for path in (tmp_path / "cells").glob("*.json")}
+    assert {key.split("__")[3] for key, cell in cells.items() if "diagnostics" in cell} == {"equitabpfn", "tabpfn-star"}
+    diagnostics = cells["demo__demo-synthetic-30__fold0__tabpfn-star__n1"]["diagnostics"]
+    assert diagnostics == {**json.loads(row.diagnostics), "context": "subsample", "context_groups": 1}
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["settings"]["seed"] == 0 and manifest["invocations"][0]["versions"]["torch"]
     # a second run has nothing left to do and duplicates nothing
@@ -220,8 +225,8 @@ def test_cells_run_on_the_threads_per_cell_whatever_this_process_runs_on(tmp_pat
 
 def test_resuming_with_another_thread_count_is_refused_or_reruns_every_cell(tmp_path):
     evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
-    with pytest.raises(ValueError, match=r"made with threads_per_cell 1 .*rerun with it to resume, pass "
-                                         r"rerun_changed to rerun them all with threads_per_cell 2"):
+    with pytest.raises(ValueError, match=r"made with `threads_per_cell` 1 .*rerun with it to resume, pass "
+                                         r"`rerun_changed=True` to rerun them all with `threads_per_cell` 2"):
         evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False)
     assert len(pd.read_csv(tmp_path / "results.csv")) == 6  # nothing run, nothing forgotten
     summary = evaluate(_tiny(methods=("knn", "linear-model"), threads_per_cell=2), tmp_path, progress=False,
@@ -250,7 +255,7 @@ def test_rerun_changed_never_deletes_the_cells_of_methods_outside_the_run(tmp_pa
     recorded = json.loads((tmp_path / "manifest.json").read_text())["settings"]["methods"]
     assert recorded["knn"]["threads_per_cell"] == 2 and recorded["linear-model"]["threads_per_cell"] == 1
     # and a later run of the kept method still sees its cells as made with other settings
-    with pytest.raises(ValueError, match="made with threads_per_cell 2"):
+    with pytest.raises(ValueError, match="made with `threads_per_cell` 2"):
         evaluate(_tiny(methods=("knn",)), tmp_path, progress=False)
 
 
@@ -357,7 +362,8 @@ def test_the_committed_demo_store_reads_with_the_typed_settings(monkeypatch):
         name: {**settings[name].fingerprint(), "threads_per_cell": config.threads_per_cell} for name in config.methods}
     assert {name: {k: v for k, v in fingerprint.items() if k != "threads_per_cell"}
             for name, fingerprint in recorded_methods.items()} == {
-        name: method.fingerprint() for name, method in settings.items()}
+        name: method.fingerprint() for name, method in settings.items() if name in recorded_methods}
+    assert set(settings) - set(recorded_methods) == {"equitabpfn-ft", "tabpfn-star-ft"}  # registered after the run
     suite = load_suite(config.suite)
     cells = plan_cells(config, suite, task_infos(suite, None), settings)
     assert len(cells) == 6 * 10 * 2 and {cell.key for cell in cells} <= ResultsStore(COMMITTED).finished_keys()

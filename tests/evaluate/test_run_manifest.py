@@ -52,7 +52,7 @@ def test_methods_outside_the_run_are_never_replaced():
 @pytest.mark.parametrize("changes, message", [
     ({"seed": 1}, "made with seed 0; rerun with it"),
     ({"tables": {"file-a": "2"}}, "results of file-a made from table files whose content has changed"),
-    ({"threads": 2}, "made with threads_per_cell 1 .*rerun them all with threads_per_cell 2"),
+    ({"threads": 2}, "made with `threads_per_cell` 1 .*rerun them all with `threads_per_cell` 2"),
 ])
 def test_what_no_rerun_can_fix_or_only_a_full_one(changes, message):
     with pytest.raises(InvalidInputError, match=message):
@@ -83,7 +83,7 @@ def test_invocations_are_recorded_and_finished(tmp_path):
 def test_several_recorded_thread_counts_are_named():
     saved = {**SAVED, "methods": {"knn": {"threads_per_cell": 1},
                                   "equitabpfn": {**SAVED["methods"]["equitabpfn"], "threads_per_cell": 2}}}
-    with pytest.raises(InvalidInputError, match="made with threads_per_cell 1, 2 .*rerun each method with its own"):
+    with pytest.raises(InvalidInputError, match="made with `threads_per_cell` 1, 2 .*rerun each method with its own"):
         methods_to_rerun(Path("out"), saved, _current(threads=3), set(BOTH), BOTH, rerun_changed=False)
 
 

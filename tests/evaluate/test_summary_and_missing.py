@@ -200,7 +200,7 @@ def test_nothing_loadable_is_one_line_exit_2_and_no_folder(tmp_path, offline, mo
     # without --openml-cache: openml's own cache, said so
     monkeypatch.delenv("OPENML_CACHE_DIR", raising=False)
     monkeypatch.setattr(openml.config, "_root_cache_directory", tmp_path / "own")
-    with pytest.raises(ValueError, match=r"not in openml's own cache .*own' \(no openml_cache given\)"):
+    with pytest.raises(ValueError, match=r"not in openml's own cache .*own' \(no `openml_cache` given\)"):
         evaluate(EvaluateConfig(suite=str(suite), methods=("knn",)), out, progress=False)
     assert not out.exists()
 
@@ -230,7 +230,7 @@ def test_a_damaged_cached_file_is_named_never_called_missing(tmp_path, cache, of
     assert not isinstance(raised.value, TaskNotCachedError)
     message = str(raised.value)
     assert f"{server_dir(damaged) / name} " in message and "not in the cache" not in message
-    assert f"`equibench download --verify {damaged} --tasks 101`" in message
+    assert f"`check_cache(cache='{damaged}', task_ids=['101'])`" in message
     assert load_task(102, damaged).n_folds == 10  # an intact task of the same cache
 
 
@@ -265,6 +265,7 @@ def test_a_damaged_cached_task_is_a_failure_naming_the_file(tmp_path, cache, off
     assert "lacks" not in result.output and "not in the" not in result.output  # held, damaged: not missing
     warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warned) == 1 and "damaged or incomplete files of 1 of the suite's 2" in warned[0]
+    assert f"Check them with `equibench download --verify {damaged} --tasks 101`" in warned[0]  # the library's line, in flags
     named = [line for line in result.stderr.splitlines() if line.startswith("task 101 cannot be loaded:")]
     assert len(named) == 1 and str(data) in named[0]  # the file of the cache given, not of its working copy
     assert f"equibench download --verify {damaged} --tasks 101" in named[0]

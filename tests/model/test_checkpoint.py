@@ -137,3 +137,14 @@ def test_default_checkpoint_error_until_one_ships(monkeypatch, tmp_path):
     assert default_checkpoint("equitabpfn").name == "equitabpfn-small.pt"  # the largest size wins
     with pytest.raises(ValueError, match="unknown architecture"):
         default_checkpoint("resnet")
+
+
+def test_each_architecture_is_named_once():
+    """The torch-free list (with the command line's aliases) names the networks' ``arch``, each
+    with its estimator class."""
+    from equibench.classifier.classifiers import CLASSIFIERS
+    from equibench.model.checkpoint import _MODEL_CLASSES
+    from equibench.model.config import ARCH_ALIASES, ARCHITECTURES
+
+    assert list(_MODEL_CLASSES) == list(CLASSIFIERS) == list(ARCHITECTURES)
+    assert set(ARCH_ALIASES.values()) <= set(ARCHITECTURES)

@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 
 from equibench import EquiTabPFNClassifier
-from equibench.baselines.equitabpfn_official import OfficialEquiTabPFNMethod
+from equibench.baselines.registry import method_spec
 from equibench.baselines.settings import MethodOptions, OfficialEquiTabPFNSettings
 from equibench.errors import CheckpointError, InvalidInputError, MethodUnavailableError
+from equibench.evaluate.config import method_settings
+
+OfficialEquiTabPFNMethod = method_spec("equitabpfn-official").implementation()  # named by its registry entry
 
 
 def _official_classifier(checkpoint, **params):
@@ -66,18 +69,18 @@ def test_method_runs_the_official_one_member_path(official, converted):
 def test_method_is_skipped_without_the_file_and_refuses_other_checkpoints(tiny_equi_path, tmp_path, monkeypatch):
     X, y = np.random.default_rng(0).normal(size=(20, 3)), np.arange(20) % 2
     monkeypatch.delenv("EQUIBENCH_OFFICIAL_CHECKPOINT", raising=False)
-    settings = OfficialEquiTabPFNSettings.from_options(MethodOptions())
-    assert OfficialEquiTabPFNMethod.prepare(settings) == settings
-    with pytest.raises(MethodUnavailableError, match=r"no weights: pass --weights equitabpfn-official=FILE or "
+    settings = method_settings("equitabpfn-official", MethodOptions())
+    assert settings == OfficialEquiTabPFNSettings()
+    with pytest.raises(MethodUnavailableError, match=r"no weights: pass `weights={'equitabpfn-official': 'FILE'}` or "
                                                      "set EQUIBENCH_OFFICIAL_CHECKPOINT"):
         OfficialEquiTabPFNMethod(n_classes=2, settings=settings).fit(X, y)
     monkeypatch.setenv("EQUIBENCH_OFFICIAL_CHECKPOINT", str(tmp_path / "absent.pt"))
-    settings = OfficialEquiTabPFNMethod.prepare(OfficialEquiTabPFNSettings.from_options(MethodOptions()))
+    settings = method_settings("equitabpfn-official", MethodOptions())
     with pytest.raises(MethodUnavailableError, match="absent.pt' is not a file"):
         OfficialEquiTabPFNMethod(n_classes=2, settings=settings).fit(X, y)
     with pytest.raises(CheckpointError, match="trained by equibench, not the authors' converted one") as caught:
         OfficialEquiTabPFNMethod.prepare(OfficialEquiTabPFNSettings(checkpoint=str(tiny_equi_path)))
-    assert str(caught.value).startswith(f"weights={{'equitabpfn-official': {str(tiny_equi_path)!r}}} holds")
+    assert str(caught.value).startswith(f"`weights={{'equitabpfn-official': {str(tiny_equi_path)!r}}}` holds")
 
 
 def test_methods_lists_it_with_its_weights_option():

@@ -16,7 +16,7 @@ from .common import PRIOR, log_records, step_losses, tiny_config
 @pytest.mark.parametrize(
     "changes, message",
     [({"arch": "gpt"}, "arch"), ({"size": "huge"}, "size"), ({"steps": 0}, "steps"), ({"lr": 0.0}, "lr"),
-     ({"model_overrides": {"d_model": 33}}, "divisible"), ({"schedule": "linear"}, "schedule must be one of"),
+     ({"model_overrides": {"d_model": 33}}, "divisible"), ({"schedule": "linear"}, "`schedule` must be one of"),
      ({"adam_beta2": 1.0}, "adam_beta2"), ({"decay_fraction": 0.0}, "decay_fraction"),
      ({"rows_curriculum": ((5, 64), (3, 96))}, "increasing steps"), ({"rows_curriculum": ((0, 64),)}, "positive")],
 )

@@ -80,7 +80,7 @@ def test_pretraining_continues_a_checkpoint_with_more_layers(tmp_path):
 
 def test_a_post_ln_checkpoint_is_not_grown(tmp_path):
     first = pretrain(tiny_config(steps=1), PRIOR, tmp_path / "first", progress=False).model_path
-    with pytest.raises(ValueError, match="or, for a pre-LN model, only more --layers"):
+    with pytest.raises(ValueError, match="or, for a pre-LN model, only more layers: `n_layers`"):
         pretrain(tiny_config(steps=1, init_from=str(first), model_overrides={"n_layers": 3}), PRIOR,
                  tmp_path / "b", progress=False)
     assert not (tmp_path / "b" / "log.jsonl").exists()

@@ -55,7 +55,7 @@ def test_a_run_resumes_exactly_with_workers_and_a_changed_amp_setting(tmp_path):
 
 @pytest.mark.parametrize("workers", [-1, 1.5, True])
 def test_prior_workers_must_be_a_non_negative_integer(workers):
-    with pytest.raises(ValueError, match="prior_workers must be a non-negative integer"):
+    with pytest.raises(ValueError, match="`prior_workers` must be a non-negative integer"):
         tiny_config(prior_workers=workers)
 
 
@@ -77,7 +77,7 @@ def test_a_killed_worker_stops_the_stream_with_one_clear_error():
         assert len(workers) == 2
         os.kill(workers[0], signal.SIGKILL)
         with pytest.raises(WorkerLostError, match=r"a prior worker process ended unexpectedly .*its last checkpoint "
-                                                  r"is kept: rerun the same command with resume=True"):
+                                                  r"is kept: run again with `resume=True`"):
             for _ in range(50):
                 next(drawn)
     finally:
@@ -119,8 +119,8 @@ def test_a_pool_broken_at_submit_is_the_clear_worker_lost_error(monkeypatch, fai
                         lambda *args, **kwargs: _PoolBrokenAtSubmit(*args, **kwargs, fail_at=fail_at))
     drawn = prior_batches(PRIOR, tiny_config(prior_workers=2), torch.Generator().manual_seed(5), "cpu", first_step=1)
     try:
-        with pytest.raises(WorkerLostError, match=r"a prior worker process ended unexpectedly .*rerun the same "
-                                                  r"command with resume=True"):
+        with pytest.raises(WorkerLostError, match=r"a prior worker process ended unexpectedly .*run again with "
+                                                  r"`resume=True`"):
             for _ in range(10):
                 next(drawn)
     finally:

@@ -60,9 +60,9 @@ def test_a_recipe_file_is_checked_key_by_key(tmp_path):
         ("[train]\nnan_prob = 0.3\n", r"unknown key train.nan_prob \(it belongs in \[prior\]\)"),
         ("[train]\narch = 'equitabpfn'\n", "unknown key train.arch .*both architectures"),
         ("[optimizer]\nlr = 1e-3\n", "unknown key 'optimizer'; a recipe holds"),
-        ("[train]\nsteps = 0\n", r"mine.toml': steps must be a positive integer"),
-        ("[train]\nrows_curriculum = 5\n", "mine.toml': rows_curriculum must be .* pairs"),
-        ("[model]\nsize = 'huge'\n", "mine.toml': size must be one of"),
+        ("[train]\nsteps = 0\n", r"mine.toml': `steps` must be a positive integer"),
+        ("[train]\nrows_curriculum = 5\n", "mine.toml': `rows_curriculum` must be .* pairs"),
+        ("[model]\nsize = 'huge'\n", "mine.toml': `size` must be one of"),
         ("[train\n", "is not valid TOML"),
     ]:
         path.write_text(text)

@@ -68,7 +68,7 @@ def test_time_limit_stops_checkpointed_and_resume_continues_exactly(tmp_path):
     resumed = pretrain(tiny_config(), PRIOR, tmp_path / "limited", resume=True, progress=False, time_limit_s=3600)
     assert resumed.finished
     assert step_losses(tmp_path / "limited") == step_losses(tmp_path / "straight")
-    with pytest.raises(ValueError, match="time_limit_s must be a non-negative number"):
+    with pytest.raises(ValueError, match="`time_limit_s` must be a non-negative number"):
         pretrain(tiny_config(), PRIOR, tmp_path / "bad", progress=False, time_limit_s=-1)
     assert not (tmp_path / "bad").exists()
 
@@ -114,7 +114,7 @@ def test_a_continued_run_resumes_without_the_checkpoint_it_started_from(tmp_path
 
 def test_init_from_refuses_a_different_model(tmp_path):
     first = pretrain(tiny_config(steps=1), PRIOR, tmp_path / "first", progress=False).model_path
-    with pytest.raises(ValueError, match="init_from .* use the same arch, size and model_overrides"):
+    with pytest.raises(ValueError, match="`init_from` .* use the same `arch`, `size` and `model_overrides`"):
         pretrain(tiny_config(steps=1, arch="tabpfn-star", init_from=str(first)), PRIOR, tmp_path / "b", progress=False)
     assert not (tmp_path / "b" / "log.jsonl").exists()
 

@@ -25,7 +25,7 @@ from .common import PRIOR, log_records, tiny_config
 
 
 def test_run_directory_guards(tmp_path):
-    with pytest.raises(FileNotFoundError, match="so there is no run to continue; leave out resume=True to start one"):
+    with pytest.raises(FileNotFoundError, match="so there is no run to continue; leave out `resume=True` to start one"):
         pretrain(tiny_config(), PRIOR, tmp_path / "run", resume=True, progress=False)
     assert not (tmp_path / "run").exists()  # a refused run leaves no folder behind
     users = tmp_path / "users"
@@ -43,13 +43,13 @@ def test_run_directory_guards(tmp_path):
             pretrain(tiny_config(), PRIOR, tmp_path / "file", resume=resume, progress=False)
     assert (tmp_path / "file").read_text() == "the user's file\n"
     pretrain(tiny_config(steps=1, checkpoint_every=1), PRIOR, tmp_path / "run", progress=False)
-    with pytest.raises(FileExistsError, match="pass resume=True to continue it, overwrite=True to replace it"):
+    with pytest.raises(FileExistsError, match="pass `resume=True` to continue it, `overwrite=True` to replace it"):
         pretrain(tiny_config(steps=1, checkpoint_every=1), PRIOR, tmp_path / "run", progress=False)
 
 
 def test_check_fresh_names_the_files_of_another_run(tmp_path):
     (tmp_path / LOG_FILE).write_text("")
-    with pytest.raises(FileExistsError, match=f"already holds {LOG_FILE} .*pass overwrite=True"):
+    with pytest.raises(FileExistsError, match=f"already holds {LOG_FILE} .*pass `overwrite=True`"):
         check_fresh(tmp_path, overwrite=False)
     check_fresh(tmp_path, overwrite=True)
     (tmp_path / STATE_FILE).write_text("")

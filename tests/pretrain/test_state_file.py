@@ -90,7 +90,7 @@ def test_a_new_run_removes_the_parts_of_the_run_it_replaces(tmp_path):
     pretrain(tiny_config(steps=3, max_file_mb=CAP_MB), PRIOR, run, progress=False)
     pretrain(tiny_config(steps=3, max_file_mb=10.0), PRIOR, run, overwrite=True, progress=False)
     assert parts(run) == [] and load_state(run)["step"] == 3  # within the cap: one file
-    with pytest.raises(ValueError, match=r"max_file_mb must be a number of MB >= 0.001 \(left out: one file\)"):
+    with pytest.raises(ValueError, match=r"`max_file_mb` must be a number of MB >= 0.001 \(left out: one file\)"):
         tiny_config(max_file_mb=0)
 
 
@@ -119,6 +119,6 @@ def test_parts_whose_index_is_gone_are_named_and_never_deleted_by_default(tmp_pa
                                                 r"\d+ of its parts are here .*restore train_state.pt"):
         pretrain(tiny_config(steps=6, max_file_mb=CAP_MB), PRIOR, run, resume=True, progress=False)
     with pytest.raises(FileExistsError, match=r"holds \d+ parts of a training state whose index train_state.pt is "
-                                              r"missing; restore train_state.pt and pass resume=True"):
+                                              r"missing; restore train_state.pt and pass `resume=True`"):
         pretrain(tiny_config(steps=3, max_file_mb=CAP_MB), PRIOR, run, progress=False)
     assert parts(run) == kept  # nothing deleted without overwrite=True

@@ -17,5 +17,5 @@ def test_bad_batches_are_refused(tmp_path):
 
     from equibench.errors import InvalidInputError
 
-    with pytest.raises(InvalidInputError, match=r"n_batches must be >= 1, got 0"):
+    with pytest.raises(InvalidInputError, match=r"`n_batches` must be >= 1, got 0"):
         preview_prior(tmp_path / "prior.png", config=PriorConfig(rows=64), seed=1, n_batches=0)

@@ -245,21 +245,22 @@ def test_suite_without_knn_is_reported_not_fatal(tmp_path):
 
 
 def test_bad_input_names_the_directory_and_what_to_run(tmp_path):
-    with pytest.raises(ValueError, match=r"missing. does not exist .*: run `equibench evaluate --suite SUITE --out .*missing`"):
+    with pytest.raises(ValueError, match=r"missing. does not exist .*: run `evaluate\(config=EvaluateConfig\(suite='SUITE'\), "
+                                         r"out_dir='.*missing'\)`"):
         build_report([tmp_path / "missing"], tmp_path / "report")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match=r"'.*empty' has no results.csv: .*equibench evaluate"):
+    with pytest.raises(ValueError, match=r"'.*empty' has no results.csv: .*`evaluate\(config="):
         build_report([tmp_path / "empty"], tmp_path / "report")
     skipped = [_row("demo", "1", 0, "tabpfn-v1", "n1", status="skipped", reason="no weights")]
     directory = _write_results(tmp_path / "skipped", skipped)
-    with pytest.raises(ValueError, match=r"skipped.*no ok rows \(1 skipped\): run `equibench evaluate --suite demo"):
+    with pytest.raises(ValueError, match=r"skipped.*no ok rows \(1 skipped\): run `evaluate\(config=EvaluateConfig\(suite='demo'\)"):
         build_report([directory], tmp_path / "report")
 
 
 def test_cli_report_reproduces_the_same_files(report, results_dirs, tmp_path):
     """A second run (through the CLI) writes byte-identical tables, figures and REPORT.md."""
     missing = CliRunner().invoke(app, ["report", "--results", str(tmp_path / "missing"), "--out", str(tmp_path / "r")])
-    assert missing.exit_code == 2 and "equibench evaluate" in missing.output
+    assert missing.exit_code == 2 and f"`equibench evaluate --suite SUITE --out {tmp_path / 'missing'}`" in missing.output
     args = [arg for directory in results_dirs for arg in ("--results", str(directory))]
     result = CliRunner().invoke(app, ["report", *args, "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
@@ -388,7 +389,7 @@ def test_a_results_csv_with_a_non_numeric_metric_is_named(tmp_path):
     rows[2]["accuracy"] = "high"
     results = _write_results(tmp_path / "results", rows)
     with pytest.raises(ValueError, match=r"results.csv' is damaged: its accuracy column holds 'high' \(row 3\), not a "
-                                         r"finite number; rerun `equibench evaluate"):
+                                         r"finite number; rerun `evaluate\(config="):
         build_report([results], tmp_path / "report")
 
 
@@ -412,8 +413,8 @@ def test_a_suite_with_local_contexts_gets_accuracy_against_fit_and_predict_time(
     for row in rows:
         if row["method"] == "equitabpfn":
             local = row["variant"] == "n1"
-            row.update(context="local" if local else "subsample", context_groups=8 if local else 1,
-                       context_rows=250.0 if local else 3000.0, context_classes=4.5 if local else 12.0)
+            row.update(diagnostics=json.dumps({"context": "local" if local else "subsample", "context_groups": 8 if local else 1,
+                       "context_rows": 250.0 if local else 3000.0, "context_classes": 4.5 if local else 12.0}))
     drawn = []
     monkeypatch.setattr(figures, "save_figure", lambda figure, stem, **kw: drawn.append(figure) or save_figure(figure, stem, **kw))
     out = build_report([_write_results(tmp_path / "large", rows)], tmp_path / "report")

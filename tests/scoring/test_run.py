@@ -66,9 +66,9 @@ def test_bad_input_is_a_clear_error(tmp_path, tiny_equi_path):
     (tmp_path / "notes.pt").write_text("not a checkpoint")
     with pytest.raises(CheckpointError, match="not a readable checkpoint"):
         score_checkpoint(tmp_path / "notes.pt", datasets=TINY_DATASETS)
-    with pytest.raises(InvalidInputError, match="threads must be a positive number"):
+    with pytest.raises(InvalidInputError, match="`threads` must be a positive number"):
         score_checkpoint(tiny_equi_path, threads=0)
-    with pytest.raises(InvalidInputError, match="folds must be in 0..9"):
+    with pytest.raises(InvalidInputError, match="`folds` must be in 0..9"):
         score_checkpoint(tiny_equi_path, openml_cache=tmp_path, folds=[10])
     with pytest.raises(InvalidInputError, match="is not a folder"):
         score_checkpoint(tiny_equi_path, openml_cache=tmp_path / "nothing")

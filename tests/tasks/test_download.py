@@ -336,7 +336,7 @@ def test_evaluate_names_the_tasks_its_cache_lacks_before_any_cell_runs(tmp_path,
         evaluate(config, tmp_path / "out", progress=False, console=Console(file=output, soft_wrap=True))
     text = output.getvalue()
     assert "lacks 1 of the suite's 2 OpenML tasks (102)" in text
-    assert f"equibench download --cache {cache} --tasks 102" in text
+    assert f"`download_tasks(cache='{cache}', task_ids=['102'])`" in text
 
 
 @needs_shared_cache("59", "3022")

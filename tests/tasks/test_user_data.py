@@ -57,7 +57,7 @@ def test_a_suite_file_names_csv_and_parquet_tables(tmp_path):
 
 @pytest.mark.parametrize("entry, message", [
     ('{file = "missing.csv", target = "outcome"}', "does not exist"),
-    ('{file = "data.csv"}', "needs `file` and `target`"),
+    ('{file = "data.csv"}', "needs 'file' and 'target'"),
     ('{file = "data.txt", target = "outcome"}', "must be a .csv or .parquet file"),
     ('{file = "data.csv", target = "outcome", name = "a b"}', "may only hold letters"),
 ])
@@ -102,7 +102,7 @@ def test_a_rare_class_without_a_fold_column_is_refused_naming_the_fold(tmp_path)
     frame = _table(n=60).drop(columns="fold").assign(outcome=["sick"] + ["well"] * 59)
     with pytest.raises(InvalidInputError, match=r"train part of fold \d of .* holds only class 'well' .* the rarest "
                                                 r"class, 'sick', has 1 rows\): add rows of the rare classes, or give a "
-                                                r"`folds` column"):
+                                                r"'folds' column"):
         evaluate_frame(frame, "outcome", tmp_path / "out", methods="knn", folds=0)
 
 
