@@ -22,8 +22,12 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
-from ..classifier import (FinetunedEquiTabPFNClassifier, FinetunedTabPFNStarClassifier, PretrainingLimitWarning,
-                          classifier_for)
+from ..classifier import (
+    FinetunedEquiTabPFNClassifier,
+    FinetunedTabPFNStarClassifier,
+    PretrainingLimitWarning,
+    classifier_for,
+)
 from ..classifier.checkpoints import resolve_checkpoint, shared_network
 from ..model import EquiTabPFN, TabPFNStar
 from .base import Method

@@ -18,12 +18,12 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
-from .context_rules import CONTEXTS, MAX_TRAIN_ROWS
 from ..devices import PRECISIONS, resolve_device, resolve_precision
 from ..errors import InvalidInputError, TooManyClassesError
 from ..frames import as_pandas
 from ..preprocessing import CATEGORICAL_ENCODINGS, FEATURE_TRANSFORMS, TableEncoder, ensemble_members
 from .checkpoints import load_model, model_from_reference
+from .context_rules import CONTEXTS, MAX_TRAIN_ROWS
 from .contexts import ContextStrategy, SharedContext
 from .fit_state import load_fit_state, save_fit_state
 from .inputs import check_labels_present, choices, label_array, one_of, size_text, validate_params
@@ -164,12 +164,7 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
             )
         transforms = choices("feature_transforms", self.feature_transforms, FEATURE_TRANSFORMS)
         encodings = choices("categorical_encodings", self.categorical_encodings, CATEGORICAL_ENCODINGS)
-        X = self._check_table(X, reset=True)
-        y = column_or_1d(y, warn=True)
-        check_consistent_length(X, y)
-        check_labels_present(y)
-        y = label_array(y)
-        check_classification_targets(y)
+        X, y = self._check_training_data(X, y)
         categorical = self._categorical_positions(X)
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)
@@ -280,6 +275,17 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
     def _warn_limit(self, message: str, always: bool = False) -> None:
         if always or not self.ignore_pretraining_limits:
             warnings.warn(f"{type(self).__name__}: {message}.", PretrainingLimitWarning, stacklevel=3)
+
+    def _check_training_data(self, X, y) -> tuple:
+        """The training table as :meth:`_check_table` makes it (recording its columns) and its labels as
+        an array of one kind, checked to be classes of the same length."""
+        X = self._check_table(X, reset=True)
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(X, y)
+        check_labels_present(y)
+        y = label_array(y)
+        check_classification_targets(y)
+        return X, y
 
     def _check_table(self, X, reset: bool):
         X = as_pandas(X)

@@ -21,15 +21,14 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import clone
-from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_consistent_length, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from .classifiers import EquiTabPFNClassifier, TabPFNStarClassifier
 from .episodes import EpisodeSampler, episode_loss, validation_split
 from .estimator import PFNClassifier, PretrainingLimitWarning
-from .inputs import check_labels_present, label_array, validate_params
+from .inputs import validate_params
 from .local_contexts import uses_local_context
 
 #: A step is kept only if its validation log loss improves on the base weights' by more than this
@@ -82,12 +81,7 @@ class FinetunedPFNClassifier(PFNClassifier):
         self._check_fit_params(fit_params)
         validate_params(self)
         started = time.perf_counter()
-        table = self._check_table(X, reset=True)
-        labels = column_or_1d(y, warn=True)
-        check_consistent_length(table, labels)
-        check_labels_present(labels)
-        labels = label_array(labels)
-        check_classification_targets(labels)
+        table, labels = self._check_training_data(X, y)
         codes = np.unique(labels, return_inverse=True)[1]
         rng = check_random_state(self.random_state)
         train, validation = validation_split(codes, self.validation_split_ratio, self.max_validation_rows, rng)

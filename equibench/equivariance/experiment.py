@@ -23,8 +23,13 @@ from torch import nn
 from ..baselines.registry import method_spec, weights_methods
 from ..baselines.settings import MethodOptions
 from ..devices import resolve_device
-from ..equivariance_metric import (TIE_TOLERANCE, compare_log_probs, ensemble_log_probs, non_identity_permutations,
-                                   unpermute)
+from ..equivariance_metric import (
+    TIE_TOLERANCE,
+    compare_log_probs,
+    ensemble_log_probs,
+    non_identity_permutations,
+    unpermute,
+)
 from ..errors import InvalidInputError
 from ..model import ARCHITECTURES, default_checkpoint, load_checkpoint
 from ..prior import PriorConfig, sample_batch

@@ -18,7 +18,14 @@ from ..model import load_checkpoint
 from ..model.checkpoint import packaged_checkpoint_dir
 from ..tables import markdown_table
 from .experiment import TRAIN_FRACTION, EquivarianceConfig, arch_label, measure_equivariance
-from .figures import PAPER_SOURCE, PAPER_TABPFN, PAPER_TABPFN_K10_E16, one_member, plot_equivariance_gap, plot_nine_point_toy
+from .figures import (
+    PAPER_SOURCE,
+    PAPER_TABPFN,
+    PAPER_TABPFN_K10_E16,
+    one_member,
+    plot_equivariance_gap,
+    plot_nine_point_toy,
+)
 from .methods import PROBABILITY_FLOOR
 from .toy import TOY_ORDERINGS, differs_from_identity, method_toy, nine_point_toy, toy_models
 

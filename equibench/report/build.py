@@ -232,7 +232,7 @@ def _finetuning_item(table: pd.DataFrame, suite: str, out_dir: Path) -> list[str
     name = f"{_file_stem(suite)}_finetuning"
     figure_line = (f"Fine-tuned against zero-shot accuracy per task on {suite} (each task's mean over the folds both "
                    "ran, same ensemble variant), one colour per architecture; above the diagonal, fine-tuning helped.")
-    table_line = (f"The points of the figure, with the validation gain the guard saw (the kept weights against the "
+    table_line = ("The points of the figure, with the validation gain the guard saw (the kept weights against the "
                   "base, on the held-out training rows), the folds whose fine-tuning kept a step, and its seconds.")
     paths = finetuning.finetuning_figure(table, suite, out_dir / "figures" / name)
     return ["### Fine-tuning on the table: zero-shot vs fine-tuned", "", *_figure_item(figure_line, paths, out_dir),

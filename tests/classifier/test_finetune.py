@@ -13,8 +13,12 @@ import torch
 from make_fixtures import CHECKPOINTS
 from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
-from equibench import (EquiTabPFNClassifier, FinetunedEquiTabPFNClassifier, FinetunedTabPFNStarClassifier,
-                       TabPFNStarClassifier)
+from equibench import (
+    EquiTabPFNClassifier,
+    FinetunedEquiTabPFNClassifier,
+    FinetunedTabPFNStarClassifier,
+    TabPFNStarClassifier,
+)
 from equibench.classifier.episodes import EpisodeSampler, validation_split
 from equibench.errors import InvalidInputError
 

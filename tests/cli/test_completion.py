@@ -6,9 +6,9 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from equibench.baselines.registry import FAST_METHODS, METHODS, weights_methods
+from equibench.classifier.context_rules import CONTEXTS
 from equibench.cli import app
 from equibench.cli.completion import complete_contexts, complete_methods, complete_suite, complete_weights
-from equibench.classifier.context_rules import CONTEXTS
 
 
 def test_suite_completion_offers_the_builtin_suites_and_suite_files(tmp_path, monkeypatch):

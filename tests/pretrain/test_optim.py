@@ -11,8 +11,14 @@ import torch
 
 from equibench.model import build_model, size_config
 from equibench.pretrain.loss import batch_loss
-from equibench.pretrain.optim import (build_optimizer, cosine_schedule, decay_start, evaluation_weights, load_schedule,
-                                      wsd_factor)
+from equibench.pretrain.optim import (
+    build_optimizer,
+    cosine_schedule,
+    decay_start,
+    evaluation_weights,
+    load_schedule,
+    wsd_factor,
+)
 from equibench.prior import sample_batch
 
 from .common import PRIOR, tiny_config
