@@ -122,6 +122,10 @@ class ContextStrategy:
         """The contexts: each an array of training-row positions."""
         raise NotImplementedError
 
+    def training_row_contexts(self) -> np.ndarray:
+        """The context that serves each training row (N,): one context for all here."""
+        return np.zeros(len(self.labels), dtype=np.int64)
+
     def route(self, values: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """The encoded test rows ``values`` (M, F) by context: (context, its rows' positions) for
         each context that serves rows; each row's context depends on that row alone."""
@@ -169,7 +173,8 @@ class ContextStrategy:
             return [len(present)] * self.n_members
         return [len(np.unique(row[labels])) for row in codebook]
 
-    def _transform(self, spec: MemberSpec):
+    def member_transform(self, spec: MemberSpec):
+        """A new (unfitted) feature transform of the member ``spec``."""
         return OfficialTransform(self.f_max) if self.official else MemberTransform(spec, self.f_max)
 
     def _prepared_runs(self, index: int, plan: RunPlan, runner: NetworkRunner) -> list[PreparedRun]:
@@ -180,7 +185,7 @@ class ContextStrategy:
             rows = self.values[self.contexts[index]]
             prepared = []
             for run in plan.runs:
-                transform = self._transform(run.spec)
+                transform = self.member_transform(run.spec)
                 prepared.append(PreparedRun(transform, transform.fit_transform(rows, self.category_counts)))
         if self.cached:
             for run, ready in zip(plan.runs, prepared):

@@ -56,7 +56,7 @@ class EpisodeSampler:
         self.strategy = strategy
         self.query_ratio = query_ratio
         self.rng = rng
-        self.owner = getattr(strategy, "assignments", np.zeros(len(strategy.labels), dtype=np.int64))
+        self.owner = strategy.training_row_contexts()  # (N,)
 
     def draw(self) -> Episode | None:
         """The next episode; None when the drawn context cannot make one (fewer than two classes
@@ -81,7 +81,7 @@ class EpisodeSampler:
         def codes(positions: np.ndarray) -> torch.Tensor:
             return torch.from_numpy((np.searchsorted(present, strategy.labels[positions]) + shift) % n_classes)
 
-        transform = strategy._transform(spec)
+        transform = strategy.member_transform(spec)
         x_context = transform.fit_transform(strategy.values[context], strategy.category_counts)
         return Episode(x_context, codes(context), transform.transform(strategy.values[query]), codes(query), n_classes)
 

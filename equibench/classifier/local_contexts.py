@@ -55,6 +55,9 @@ class LocalContexts(ContextStrategy):
     def route(self, values: np.ndarray) -> list[tuple[int, np.ndarray]]:
         return clusters_of(self.index, values, self.assignments)
 
+    def training_row_contexts(self) -> np.ndarray:
+        return self.assignments  # each training row's cluster
+
     def _describe(self) -> str:
         return f"{len(self.contexts)} local contexts of {np.mean([len(c) for c in self.contexts]):.0f} rows on average"
 
