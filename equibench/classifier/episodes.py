@@ -9,6 +9,7 @@ exactly equivariant network the fine-tuned probabilities are the relabelled ones
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,13 @@ def validation_split(codes: np.ndarray, ratio: float, max_rows: int,
     return np.setdiff1d(np.arange(len(codes)), validation), validation
 
 
+#: An episode's most rows (the pretraining datasets' most) and most tokens (rows x tokens per row:
+#: EquiTabPFN's 1 + classes), so that a step's time and memory stay bounded (a 2,400-row context of
+#: 26 classes took 24 s and 8 GB a step).
+MAX_EPISODE_ROWS = 1024
+MAX_EPISODE_TOKENS = 1024 * 11
+
+
 @dataclass(frozen=True)
 class Episode:
     """One training step's data: context rows and query rows, transformed by one member's
@@ -47,15 +55,18 @@ class Episode:
 class EpisodeSampler:
     """Episodes from a fitted context strategy: a random anchor training row, the context that
     serves it (with local contexts its cluster's neighbourhood; else the one shared context), its
-    rows split at random into context and query rows (``query_ratio`` of them queries), one of the
-    ensemble's members fitted on the context rows. The context's classes are the episode's, as in
+    rows (a random :data:`MAX_EPISODE_ROWS` of them at most, fewer where ``token_slots`` per row would
+    pass :data:`MAX_EPISODE_TOKENS`) split at random into context and query rows (``query_ratio`` of
+    them queries), one of the ensemble's members fitted on the context rows. The context's classes are the episode's, as in
     predict (a query row of a class the context lacks is dropped); a network with a class limit
     (TabPFN*) trains on a random subset of that many of them, and its member rotates the class ids."""
 
-    def __init__(self, strategy: ContextStrategy, query_ratio: float, rng: np.random.RandomState):
+    def __init__(self, strategy: ContextStrategy, query_ratio: float, rng: np.random.RandomState,
+                 token_slots: Callable[[int], int]):
         self.strategy = strategy
         self.query_ratio = query_ratio
         self.rng = rng
+        self.token_slots = token_slots  # the network's tokens per row for K classes
         self.owner = strategy.training_row_contexts()  # (N,)
 
     def draw(self) -> Episode | None:
@@ -63,7 +74,9 @@ class EpisodeSampler:
         or no query row of its classes)."""
         strategy, rng = self.strategy, self.rng
         rows = strategy.contexts[self.owner[rng.randint(len(self.owner))]]
-        rows = rows[rng.permutation(len(rows))]
+        n_classes = min(len(np.unique(strategy.labels[rows])), strategy.class_limit or len(rows))
+        most = min(MAX_EPISODE_ROWS, MAX_EPISODE_TOKENS // self.token_slots(n_classes))
+        rows = rows[rng.permutation(len(rows))[:most]]
         n_query = max(1, int(round(self.query_ratio * len(rows))))
         query, context = rows[:n_query], rows[n_query:]
         spec = strategy.specs[rng.randint(len(strategy.specs))]

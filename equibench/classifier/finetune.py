@@ -156,7 +156,8 @@ class _Tuning:
         self.estimator, self.zero_shot, self.deadline = estimator, zero_shot, deadline
         self.runner = zero_shot._runner()  # the network on its device and dtype, as predict runs it
         self.model = self.runner.model
-        self.sampler = EpisodeSampler(zero_shot.strategy_, estimator.finetune_ctx_query_split_ratio, rng)
+        self.sampler = EpisodeSampler(zero_shot.strategy_, estimator.finetune_ctx_query_split_ratio, rng,
+                                      self.model.token_slots)
 
     def _time_left(self) -> bool:
         return self.deadline is None or time.perf_counter() < self.deadline

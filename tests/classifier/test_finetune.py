@@ -91,7 +91,7 @@ def test_episodes_of_local_contexts_are_neighbourhoods_with_their_classes():
     tuned = _tuned(**local).fit(X, y)
     assert tuned.context_ == "local" and tuned.fine_tuning_["steps"] > 0
     zero_shot = EquiTabPFNClassifier(checkpoint=EQUI, device="cpu", random_state=0, n_estimators=2, **local).fit(X, y)
-    sampler = EpisodeSampler(zero_shot.strategy_, 0.25, np.random.RandomState(0))
+    sampler = EpisodeSampler(zero_shot.strategy_, 0.25, np.random.RandomState(0), zero_shot.model_.token_slots)
     for _ in range(10):
         episode = sampler.draw()
         if episode is None:
@@ -171,3 +171,18 @@ def test_a_non_finite_loss_stops_fine_tuning_keeping_the_base(monkeypatch):
     assert tuned.fine_tuning_["stopped"] == "non-finite loss" and tuned.finetuned_state_ is None
     zero_shot = EquiTabPFNClassifier(checkpoint=EQUI, device="cpu", random_state=0, n_estimators=2).fit(X, y)
     np.testing.assert_array_equal(tuned.predict_proba(X), zero_shot.predict_proba(X))
+
+
+def test_episodes_are_bounded_in_rows_and_tokens():
+    """A shared context of 3,000 rows gives episodes of at most 1,024 rows, and fewer with many classes
+    (EquiTabPFN's tokens per row grow with them)."""
+    from equibench.classifier.episodes import MAX_EPISODE_ROWS, MAX_EPISODE_TOKENS
+
+    for n_classes in (3, 40):
+        X, y = _table(n=3000, n_classes=n_classes)
+        zero_shot = EquiTabPFNClassifier(checkpoint=EQUI, device="cpu", n_estimators=1).fit(X, y)
+        sampler = EpisodeSampler(zero_shot.strategy_, 0.2, np.random.RandomState(0), zero_shot.model_.token_slots)
+        episode = sampler.draw()
+        rows = len(episode.x_context) + len(episode.x_query)
+        assert rows <= MAX_EPISODE_ROWS and rows * zero_shot.model_.token_slots(n_classes) <= MAX_EPISODE_TOKENS
+        assert rows > MAX_EPISODE_ROWS // 2 if n_classes == 3 else rows < MAX_EPISODE_ROWS // 3
