@@ -35,9 +35,9 @@ def validation_split(codes: np.ndarray, ratio: float, max_rows: int,
 
 #: An episode's most rows (the pretraining datasets' most) and most tokens (rows x tokens per row:
 #: EquiTabPFN's 1 + classes), so that a step's time and memory stay bounded (a 2,400-row context of
-#: 26 classes took 24 s and 8 GB a step).
+#: 26 classes took 24 s and 8 GB a step); a local context (at most 500 rows) of up to 31 classes is whole.
 MAX_EPISODE_ROWS = 1024
-MAX_EPISODE_TOKENS = 1024 * 11
+MAX_EPISODE_TOKENS = 1024 * 16
 
 
 @dataclass(frozen=True)

@@ -185,4 +185,4 @@ def test_episodes_are_bounded_in_rows_and_tokens():
         episode = sampler.draw()
         rows = len(episode.x_context) + len(episode.x_query)
         assert rows <= MAX_EPISODE_ROWS and rows * zero_shot.model_.token_slots(n_classes) <= MAX_EPISODE_TOKENS
-        assert rows > MAX_EPISODE_ROWS // 2 if n_classes == 3 else rows < MAX_EPISODE_ROWS // 3
+        assert rows > MAX_EPISODE_ROWS // 2 if n_classes == 3 else rows < MAX_EPISODE_ROWS // 2
