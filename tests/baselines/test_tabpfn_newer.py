@@ -20,6 +20,7 @@ from equibench.baselines.settings import MethodOptions
 from equibench.classifier.ecoc import ECOCClassifier
 from equibench.errors import InvalidInputError, MethodUnavailableError
 from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.evaluate.config import method_settings
 
 pytest.importorskip("tabpfn", minversion="2", reason="tabpfn>=2 is not installed (the tabpfn method needs it)")
 pytestmark = pytest.mark.filterwarnings("ignore:Importing from 'tabpfn.model.loading' is deprecated:DeprecationWarning")
@@ -84,7 +85,7 @@ def _method(path, n_classes: int, seed: int = 0, n_estimators: int = 1):
     """The registry's tabpfn method with the checkpoint file ``path`` (None: without one)."""
     spec = method_spec("tabpfn")
     options = MethodOptions(weights={} if path is None else {"tabpfn": str(path)})
-    settings = spec.implementation().prepare(spec.settings.from_options(options, spec.given_weights(options)))
+    settings = method_settings("tabpfn", options)
     return spec.implementation()(n_classes, seed, settings, n_estimators=n_estimators)
 
 

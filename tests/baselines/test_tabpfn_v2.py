@@ -18,6 +18,7 @@ from equibench.baselines.settings import MethodOptions
 from equibench.classifier.ecoc import ECOCClassifier
 from equibench.errors import MethodUnavailableError
 from equibench.evaluate import EvaluateConfig, evaluate
+from equibench.evaluate.config import method_settings
 
 pytest.importorskip("tabpfn", minversion="2", reason="tabpfn>=2 is not installed (the tabpfn-v2 method needs it)")
 # torch's custom-op registration inspects every loaded module, and tabpfn's deprecated alias
@@ -64,7 +65,7 @@ def _method(weights, n_classes: int, seed: int = 0, n_estimators: int = 1):
     """The registry's tabpfn-v2 method with the weights folder ``weights``."""
     spec = method_spec("tabpfn-v2")
     options = MethodOptions(weights={"tabpfn-v2": str(weights)})
-    settings = spec.implementation().prepare(spec.settings.from_options(options, spec.given_weights(options)))
+    settings = method_settings("tabpfn-v2", options)
     return spec.implementation()(n_classes, seed, settings, n_estimators=n_estimators)
 
 
