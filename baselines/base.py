@@ -14,10 +14,11 @@ import dataclasses
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 
-from ..errors import MissingDependencyError
+from ..errors import MethodUnavailableError, MissingDependencyError
 from .settings import Requirement, Settings
 
 
@@ -85,6 +86,16 @@ class Method(ABC):
             )
         proba[:, self.seen_classes_] = seen
         return proba / proba.sum(axis=1, keepdims=True)
+
+    def _user_file(self, given: str | None, what: str) -> Path:
+        """The weights file the user gave (``given``, a setting); the cell is skipped without it or
+        when it is not a file (``what`` names it in the reason)."""
+        if not given:
+            raise MethodUnavailableError(self.settings.no_weights(self.name))
+        path = Path(given)
+        if not path.is_file():
+            raise MethodUnavailableError(f"no weights: {what} {str(path)!r} is not a file")
+        return path
 
     def provenance(self) -> dict:
         """What a fitted cell records of the external model it ran (package version, weights

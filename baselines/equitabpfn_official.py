@@ -38,19 +38,11 @@ class OfficialEquiTabPFNMethod(PFNMethod):
             )
         return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=checkpoint_sha256(path))
 
-    def _checkpoint(self) -> Path:
-        if not self.settings.checkpoint:
-            raise MethodUnavailableError(self.settings.no_weights(self.name))
-        path = Path(self.settings.checkpoint)
-        if not path.is_file():
-            raise MethodUnavailableError(f"no weights: the converted official checkpoint {str(path)!r} is not a file")
-        return path
-
     def provenance(self) -> dict:
         return {"checkpoint": f"{Path(self.settings.checkpoint).name} (sha256 {self.settings.checkpoint_sha256})"}
 
     def _model(self, n_seen: int, n_rows: int):
-        path = self._checkpoint()
+        path = self._user_file(self.settings.checkpoint, "the converted official checkpoint")
         if self.settings.n_estimators != 1:
             raise MethodUnavailableError("the official checkpoint runs with one member (the paper's setting): its "
                                          "multi-member preprocessing is not reproduced")

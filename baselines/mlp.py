@@ -7,8 +7,6 @@ from .settings import MLPSettings
 
 
 class MLPMethod(TorchMethod):
-    """A plain multi-layer perceptron (:class:`~.settings.MLPSettings`)."""
-
     settings: MLPSettings
 
     def build(self, n_features, n_seen):

@@ -2,14 +2,15 @@
 implementation; its optional package and the weights it takes from the user are declared by its
 settings class (:class:`~.settings.Requirement`, :class:`~.settings.UserWeights`) and read here.
 
-Each entry reaches its implementation through a small function with a plain import: the
-edge is static, and deferred so that `equibench methods` lists the registry without numpy,
-torch or scikit-learn (and a method's module loads only when it is used). Nothing of the
-methods imports this module: the registry sits above them.
+Each entry names its implementation as ``"module:Class"`` in this package, imported on first
+use, so that `equibench methods` lists the registry without numpy, torch or scikit-learn (and a
+method's module loads only when it is used). Nothing of the methods imports this module: the
+registry sits above them.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,132 +99,47 @@ class MethodSpec:
         return issubclass(self.settings, UserWeightsSettings)
 
 
-def _equitabpfn():
-    from .pfn import EquiTabPFNMethod
-    return EquiTabPFNMethod
-
-
-def _equitabpfn_ft():
-    from .pfn import FinetunedEquiTabPFNMethod
-    return FinetunedEquiTabPFNMethod
-
-
-def _tabpfn_star_ft():
-    from .pfn import FinetunedTabPFNStarMethod
-    return FinetunedTabPFNStarMethod
-
-
-def _equitabpfn_official():
-    from .equitabpfn_official import OfficialEquiTabPFNMethod
-    return OfficialEquiTabPFNMethod
-
-
-def _tabpfn_star():
-    from .pfn import TabPFNStarMethod
-    return TabPFNStarMethod
-
-
-def _tabpfn_v1():
-    from .tabpfn_external import TabPFNv1Method
-    return TabPFNv1Method
-
-
-def _tabpfn_v2():
-    from .tabpfn_external import TabPFNv2Method
-    return TabPFNv2Method
-
-
-def _tabpfn():
-    from .tabpfn_external import TabPFNMethod
-    return TabPFNMethod
-
-
-def _tabicl():
-    from .tabicl import TabICLMethod
-    return TabICLMethod
-
-
-def _xgboost():
-    from .xgb import XGBoostMethod
-    return XGBoostMethod
-
-
-def _random_forest():
-    from .random_forest import RandomForestMethod
-    return RandomForestMethod
-
-
-def _knn():
-    from .knn import KNNMethod
-    return KNNMethod
-
-
-def _decision_tree():
-    from .decision_tree import DecisionTreeMethod
-    return DecisionTreeMethod
-
-
-def _linear_model():
-    from .linear_model import LinearModelMethod
-    return LinearModelMethod
-
-
-def _mlp():
-    from .mlp import MLPMethod
-    return MLPMethod
-
-
-def _rtdl_resnet():
-    from .rtdl_resnet import RtdlResNetMethod
-    return RtdlResNetMethod
-
-
-def _rtdl_mlp():
-    from .rtdl_mlp import RtdlMLPMethod
-    return RtdlMLPMethod
-
-
-def _tabnet():
-    from .tabnet import TabNetMethod
-    return TabNetMethod
-
-
-def _stg():
-    from .stg import STGMethod
-    return STGMethod
-
-
-def _vime():
-    from .vime import VIMEMethod
-    return VIMEMethod
+def _lazy(target: str) -> Callable[[], type]:
+    """A ``MethodSpec.load`` of ``"module:Class"``, a module of this package."""
+    module, name = target.split(":")
+    return lambda: getattr(importlib.import_module(f".{module}", __package__), name)
 
 
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in [
-        MethodSpec("equitabpfn", "EquiTabPFN", PFNSettings, _equitabpfn, cost=170),
-        MethodSpec("tabpfn-star", "TabPFN*" + ECOC_NOTE, PFNSettings, _tabpfn_star, cost=50),
+        MethodSpec("equitabpfn", "EquiTabPFN", PFNSettings, _lazy("pfn:EquiTabPFNMethod"), cost=170),
+        MethodSpec("tabpfn-star", "TabPFN*" + ECOC_NOTE, PFNSettings, _lazy("pfn:TabPFNStarMethod"), cost=50),
         # cost: about the fine-tuning's time limit on a table of 1,000 rows and 10 classes
-        MethodSpec("equitabpfn-ft", "EquiTabPFN fine-tuned", FinetunedPFNSettings, _equitabpfn_ft, cost=10000),
-        MethodSpec("tabpfn-star-ft", "TabPFN* fine-tuned", FinetunedPFNSettings, _tabpfn_star_ft, cost=10000),
+        MethodSpec("equitabpfn-ft", "EquiTabPFN fine-tuned", FinetunedPFNSettings,
+                   _lazy("pfn:FinetunedEquiTabPFNMethod"), cost=10000),
+        MethodSpec("tabpfn-star-ft", "TabPFN* fine-tuned", FinetunedPFNSettings,
+                   _lazy("pfn:FinetunedTabPFNStarMethod"), cost=10000),
         # cost: EquiTabPFN's scaled by the width and depth (d 512 vs 128, 6 vs 4 layers), not measured
         MethodSpec("equitabpfn-official", "EquiTabPFN (official weights)", OfficialEquiTabPFNSettings,
-                   _equitabpfn_official, cost=4000),
-        MethodSpec("tabpfn-v1", "TabPFNv1" + ECOC_NOTE, TabPFNv1Settings, _tabpfn_v1, cost=50),
-        MethodSpec("tabpfn-v2", "TabPFNv2" + ECOC_NOTE, TabPFNv2Settings, _tabpfn_v2, cost=50),
-        MethodSpec("tabpfn", "TabPFN (your checkpoint)" + ECOC_NOTE, TabPFNSettings, _tabpfn, cost=50),
-        MethodSpec("tabicl", "TabICL", TabICLSettings, _tabicl, cost=170),  # assumed like EquiTabPFN
-        MethodSpec("xgboost", "XGBoost", XGBoostSettings, _xgboost, cost=100),
-        MethodSpec("random-forest", "RandomForest", RandomForestSettings, _random_forest, cost=70),
-        MethodSpec("knn", "KNN", KNNSettings, _knn, cost=2),
-        MethodSpec("decision-tree", "DecisionTree", DecisionTreeSettings, _decision_tree, cost=3),
-        MethodSpec("linear-model", "LinearModel", LinearModelSettings, _linear_model, cost=10),
-        MethodSpec("mlp", "MLP", MLPSettings, _mlp, cost=480),
-        MethodSpec("rtdl-resnet", "rtdl-ResNet", RtdlResNetSettings, _rtdl_resnet, cost=770),
-        MethodSpec("rtdl-mlp", "rtdl-MLP", RtdlMLPSettings, _rtdl_mlp, cost=490),
-        MethodSpec("tabnet", "TabNet", TabNetSettings, _tabnet, cost=5300),
-        MethodSpec("stg", "STG", STGSettings, _stg, cost=330),
-        MethodSpec("vime", "VIME", VIMESettings, _vime, cost=2000),
+                   _lazy("equitabpfn_official:OfficialEquiTabPFNMethod"), cost=4000),
+        MethodSpec("tabpfn-v1", "TabPFNv1" + ECOC_NOTE, TabPFNv1Settings,
+                   _lazy("tabpfn_external:TabPFNv1Method"), cost=50),
+        MethodSpec("tabpfn-v2", "TabPFNv2" + ECOC_NOTE, TabPFNv2Settings,
+                   _lazy("tabpfn_external:TabPFNv2Method"), cost=50),
+        MethodSpec("tabpfn", "TabPFN (your checkpoint)" + ECOC_NOTE, TabPFNSettings,
+                   _lazy("tabpfn_external:TabPFNMethod"), cost=50),
+        MethodSpec("tabicl", "TabICL", TabICLSettings, _lazy("tabicl:TabICLMethod"),
+                   cost=170),  # assumed like EquiTabPFN
+        MethodSpec("xgboost", "XGBoost", XGBoostSettings, _lazy("xgb:XGBoostMethod"), cost=100),
+        MethodSpec("random-forest", "RandomForest", RandomForestSettings,
+                   _lazy("random_forest:RandomForestMethod"), cost=70),
+        MethodSpec("knn", "KNN", KNNSettings, _lazy("knn:KNNMethod"), cost=2),
+        MethodSpec("decision-tree", "DecisionTree", DecisionTreeSettings,
+                   _lazy("decision_tree:DecisionTreeMethod"), cost=3),
+        MethodSpec("linear-model", "LinearModel", LinearModelSettings,
+                   _lazy("linear_model:LinearModelMethod"), cost=10),
+        MethodSpec("mlp", "MLP", MLPSettings, _lazy("mlp:MLPMethod"), cost=480),
+        MethodSpec("rtdl-resnet", "rtdl-ResNet", RtdlResNetSettings, _lazy("rtdl_resnet:RtdlResNetMethod"), cost=770),
+        MethodSpec("rtdl-mlp", "rtdl-MLP", RtdlMLPSettings, _lazy("rtdl_mlp:RtdlMLPMethod"), cost=490),
+        MethodSpec("tabnet", "TabNet", TabNetSettings, _lazy("tabnet:TabNetMethod"), cost=5300),
+        MethodSpec("stg", "STG", STGSettings, _lazy("stg:STGMethod"), cost=330),
+        MethodSpec("vime", "VIME", VIMESettings, _lazy("vime:VIMEMethod"), cost=2000),
     ]
 }
 

@@ -16,8 +16,6 @@ from .settings import RtdlMLPSettings
 
 
 class RtdlMLPMethod(TorchMethod):
-    """:class:`~.settings.RtdlMLPSettings`."""
-
     settings: RtdlMLPSettings
 
     def build(self, n_features, n_seen):

@@ -10,8 +10,6 @@ from .settings import RtdlResNetSettings
 
 
 class RtdlResNetMethod(TorchMethod):
-    """:class:`~.settings.RtdlResNetSettings`."""
-
     settings: RtdlResNetSettings
 
     def build(self, n_features, n_seen):

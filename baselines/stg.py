@@ -12,6 +12,7 @@ package breaks on Python >= 3.10 and has no ``predict_proba``.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import torch
 from torch import nn
@@ -42,18 +43,6 @@ class StochasticGates(nn.Module):
         return (0.5 * (1.0 + torch.erf(z / math.sqrt(2.0)))).mean()
 
 
-class STGNetwork(nn.Module):
-    """Gates followed by a tanh MLP: (B, F) -> (B, S) logits."""
-
-    def __init__(self, n_features: int, n_classes: int, hidden=(60, 20), sigma: float = 0.5):
-        super().__init__()
-        self.gates = StochasticGates(n_features, sigma)
-        self.mlp = mlp(n_features, hidden, n_classes, nn.Tanh)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.gates(x))  # (B, F) -> (B, F) -> (B, S)
-
-
 class STGMethod(TorchMethod):
     """:class:`~.settings.STGSettings`. Early stopping watches the validation cross-entropy
     (without the regulariser). Fitted: ``gate_values_`` (F,), the eval-time gates (0 =
@@ -62,7 +51,9 @@ class STGMethod(TorchMethod):
     settings: STGSettings
 
     def build(self, n_features, n_seen):
-        return STGNetwork(n_features, n_seen, hidden=tuple(self.settings.hidden), sigma=self.settings.sigma)
+        gates = StochasticGates(n_features, self.settings.sigma)
+        # gates followed by a tanh MLP: (B, F) -> (B, F) -> (B, S) logits
+        return nn.Sequential(OrderedDict(gates=gates, mlp=mlp(n_features, self.settings.hidden, n_seen, nn.Tanh)))
 
     def extra_loss(self):
         lam = self.settings.lam

@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..classifier.checkpoints import checkpoint_sha256
-from ..errors import CheckpointError, MethodUnavailableError
+from ..errors import CheckpointError
 from .base import Method, optional_import
 from .settings import TabICLSettings
 
@@ -72,24 +72,17 @@ class TabICLMethod(Method):
         _check_format(path)
         return dataclasses.replace(settings, checkpoint=str(path), checkpoint_sha256=checkpoint_sha256(path))
 
-    def _checkpoint(self) -> Path:
-        if not self.settings.checkpoint:
-            raise MethodUnavailableError(self.settings.no_weights(self.name))
-        path = Path(self.settings.checkpoint)
-        if not path.is_file():
-            raise MethodUnavailableError(f"no weights: the TabICL checkpoint {str(path)!r} is not a file")
-        return path
-
     def provenance(self) -> dict:
         """The package version and the checkpoint (file name and sha256) this cell ran with."""
-        path = self._checkpoint()  # unavailable (a skipped cell) even when a one-class fold needed no fit
+        # unavailable (a skipped cell) even when a one-class fold needed no fit
+        path = self._user_file(self.settings.checkpoint, "the TabICL checkpoint")
         with optional_import(self.name, self.settings.requires):
             import tabicl  # noqa: F401
         return {"package": f"tabicl {metadata.version('tabicl')}",
                 "checkpoint": f"{path.name} (sha256 {self.settings.checkpoint_sha256})"}
 
     def _fit(self, X, y, X_val, y_val, n_seen):
-        path = self._checkpoint()
+        path = self._user_file(self.settings.checkpoint, "the TabICL checkpoint")
         with optional_import(self.name, self.settings.requires):
             from tabicl import TabICLClassifier
         self.model_ = TabICLClassifier(

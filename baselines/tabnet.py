@@ -18,6 +18,7 @@ both are silenced.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import warnings
 
@@ -27,34 +28,29 @@ from .base import Method, optional_import
 from .neural import split_validation, torch_seed
 from .settings import TabNetSettings
 
-_metric_class = None
 
-
+@functools.cache
 def _logloss_metric():
     """The label-aware log-loss as a pytorch-tabnet ``Metric`` subclass, created on first
     use (pytorch-tabnet is an optional package); reachable as ``tabnet.EquibenchLogLoss`` so
     fitted models pickle."""
-    global _metric_class
     with optional_import(TabNetMethod.name, TabNetSettings.requires):
         from pytorch_tabnet.metrics import Metric as metric_base
-    if _metric_class is None or not issubclass(_metric_class, metric_base):
 
-        class EquibenchLogLoss(metric_base):
-            """Mean -log p(true label); columns are the training labels 0..S-1."""
+    class EquibenchLogLoss(metric_base):
+        """Mean -log p(true label); columns are the training labels 0..S-1."""
 
-            def __init__(self):
-                self._name = "equibench_logloss"
-                self._maximize = False
+        def __init__(self):
+            self._name = "equibench_logloss"
+            self._maximize = False
 
-            def __call__(self, y_true, y_score):  # (n,), (n, S) softmax scores
-                y_true = np.asarray(y_true).astype(int)
-                p = np.asarray(y_score)[np.arange(len(y_true)), y_true]
-                return float(-np.mean(np.log(np.clip(p, 1e-15, 1.0))))
+        def __call__(self, y_true, y_score):  # (n,), (n, S) softmax scores
+            y_true = np.asarray(y_true).astype(int)
+            p = np.asarray(y_score)[np.arange(len(y_true)), y_true]
+            return float(-np.mean(np.log(np.clip(p, 1e-15, 1.0))))
 
-        EquibenchLogLoss.__module__ = __name__
-        EquibenchLogLoss.__qualname__ = "EquibenchLogLoss"
-        _metric_class = EquibenchLogLoss
-    return _metric_class
+    EquibenchLogLoss.__qualname__ = "EquibenchLogLoss"  # the name pickle looks up in this module
+    return EquibenchLogLoss
 
 
 def __getattr__(name):  # PEP 562: lets pickle find the lazily created metric class
@@ -101,8 +97,6 @@ class TabNetMethod(Method):
                 drop_last=len(y) % s.batch_size == 1 and len(y) > s.batch_size,
                 compute_importance=False,
             )
-        if len(self.model_.classes_) != n_seen:  # cannot happen: all 0..S-1 are in y
-            raise RuntimeError(f"tabnet saw classes {self.model_.classes_}, expected 0..{n_seen - 1}")
         self.epochs_trained_ = len(self.model_.history["loss"])
 
     def _predict_proba(self, X):

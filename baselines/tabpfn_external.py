@@ -95,13 +95,6 @@ class TabPFNv2Method(_ExternalTabPFN):
         )
 
 
-def _model_version(network) -> str:
-    """The version of a fitted TabPFNClassifier's network, as tabpfn names it ("v2", "v2.5", ...):
-    from its architecture's module (tabpfn.architectures.tabpfn_v2_5 -> "v2.5")."""
-    module = type(network.models_[0]).__module__.rsplit(".", 1)[-1]
-    return module.removeprefix("tabpfn_").replace("_", ".")
-
-
 class TabPFNMethod(TabPFNv2Method):
     settings: TabPFNSettings
 
@@ -114,6 +107,9 @@ class TabPFNMethod(TabPFNv2Method):
         return Path(path)
 
     def provenance(self) -> dict:
-        """Also the version of the checkpoint's network (of the first ECOC member beyond 10 classes)."""
+        """Also the version of the checkpoint's network (of the first ECOC member beyond 10 classes),
+        as tabpfn names it ("v2", "v2.5", ...): from its architecture's module
+        (tabpfn.architectures.tabpfn_v2_5 -> "v2.5")."""
         network = self.model_.estimators_[0] if isinstance(self.model_, ECOCClassifier) else self.model_
-        return {**super().provenance(), "tabpfn_version": _model_version(network)}
+        module = type(network.models_[0]).__module__.rsplit(".", 1)[-1]
+        return {**super().provenance(), "tabpfn_version": module.removeprefix("tabpfn_").replace("_", ".")}

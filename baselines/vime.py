@@ -25,6 +25,8 @@ Both stages use :func:`~.neural.train_with_early_stopping` (Adam lr 1e-3, batch 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -62,18 +64,6 @@ class VIMESelf(nn.Module):
         return F.binary_cross_entropy_with_logits(mask_logits, mask) + alpha * F.mse_loss(x_hat, x)
 
 
-class VIMEClassifier(nn.Module):
-    """Frozen encoder + predictor: (B, F) -> (B, H) -> (B, S) logits."""
-
-    def __init__(self, encoder: nn.Module, hidden: int, predictor_hidden: int, n_classes: int):
-        super().__init__()
-        self.encoder = encoder.requires_grad_(False)
-        self.predictor = mlp(hidden, (predictor_hidden, predictor_hidden), n_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.predictor(self.encoder(x))
-
-
 class VIMEMethod(Method):
     """:class:`~.settings.VIMESettings`. Fitted: ``module_``, ``pretrain_log_``, ``log_``,
     ``pretrain_epochs_trained_`` and ``epochs_trained_`` (semi-supervised stage)."""
@@ -85,7 +75,6 @@ class VIMEMethod(Method):
         device = s.device
         p_m, alpha, beta, K = s.p_m, s.alpha, s.beta, s.K
         hidden = s.encoder_hidden if s.encoder_hidden is not None else X.shape[1]
-        max_epochs = s.max_epochs
         loop = {"lr": s.lr, "seed": self.seed, "batch_size": s.batch_size, "patience": s.patience, "device": device}
         X_t, y_t, Xv_t, yv_t = split_tensors(X, y, X_val, y_val, self.seed, device)  # (n, F), (n,), (v, F), (v,)
         unlabelled = X_t  # (U, F): the training rows, as TabZilla does
@@ -103,21 +92,21 @@ class VIMEMethod(Method):
 
         self.pretrain_log_ = train_with_early_stopping(
             pretext, self_loss, lambda: pretext.loss(xv_tilde, mv, Xv_t, alpha), len(X_t),
-            max_epochs=s.pretrain_max_epochs if s.pretrain_max_epochs is not None else max_epochs, **loop,
+            max_epochs=s.pretrain_max_epochs if s.pretrain_max_epochs is not None else s.max_epochs, **loop,
         )
         self.pretrain_epochs_trained_ = self.pretrain_log_.epochs_trained
 
         # 2. semi-supervised: predictor on the frozen encoder, CE + beta * consistency
-        with torch_seed(self.seed + 1, device):
-            self.module_ = VIMEClassifier(pretext.encoder, hidden, s.predictor_hidden, n_seen).to(device)
-        model = self.module_
-        batch_size = loop["batch_size"]
+        with torch_seed(self.seed + 1, device):  # frozen encoder + predictor: (B, F) -> (B, H) -> (B, S) logits
+            predictor = mlp(hidden, (s.predictor_hidden, s.predictor_hidden), n_seen)
+            model = nn.Sequential(OrderedDict(encoder=pretext.encoder.requires_grad_(False), predictor=predictor))
+            self.module_ = model.to(device)
 
         def semi_loss(idx, gen):
             model.encoder.eval()  # frozen, including any normalisation state
             idx = idx.to(device)
             supervised = F.cross_entropy(model(X_t[idx]), y_t[idx])
-            rows = torch.randint(0, len(unlabelled), (min(batch_size, len(unlabelled)),), generator=gen)
+            rows = torch.randint(0, len(unlabelled), (min(s.batch_size, len(unlabelled)),), generator=gen)
             xu = unlabelled[rows.to(device)].repeat(K, 1)  # (K*B, F)
             xu_tilde, _ = corrupt(xu, unlabelled, p_m, gen)
             logits = model(xu_tilde).view(K, -1, n_seen)  # (K, B, S)
@@ -126,7 +115,7 @@ class VIMEMethod(Method):
 
         self.log_ = train_with_early_stopping(
             model, semi_loss, lambda: F.cross_entropy(logits_torch(model, Xv_t), yv_t), len(X_t),
-            max_epochs=max_epochs, **loop,
+            max_epochs=s.max_epochs, **loop,
         )
         self.epochs_trained_ = self.log_.epochs_trained
 

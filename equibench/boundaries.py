@@ -174,10 +174,8 @@ def caption(result: Boundaries) -> str:
 
 
 def _scatter(axes, split: Split) -> None:
-    axes.scatter(split.X_train[:, 0], split.X_train[:, 1], c=split.y_train, cmap=_POINTS, edgecolors="black",
-                 linewidths=0.5, s=14)
-    axes.scatter(split.X_test[:, 0], split.X_test[:, 1], c=split.y_test, cmap=_POINTS, edgecolors="black",
-                 linewidths=0.5, s=14, alpha=0.5)
+    for X, y, alpha in ((split.X_train, split.y_train, None), (split.X_test, split.y_test, 0.5)):
+        axes.scatter(X[:, 0], X[:, 1], c=y, cmap=_POINTS, edgecolors="black", linewidths=0.5, s=14, alpha=alpha)
     axes.set(xlim=(split.xx.min(), split.xx.max()), ylim=(split.yy.min(), split.yy.max()), xticks=(), yticks=())
 
 

@@ -10,8 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 _VECTOR = ("pdf", "svg", "eps", "ps")
-#: Metadata entries set to None are left out of the file (PNG: software; PDF: creator,
-#: producer, creation date; SVG: creator, date).
+#: Metadata entries set to None are left out of the file.
 _METADATA = {
     "png": {"Software": None},
     "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
@@ -27,9 +26,8 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def _save(figure: Figure, paths: list[Path], dpi: float, tight: bool) -> list[Path]:
-    """Write ``figure`` to each of ``paths`` (the suffix picks the format; ``dpi`` applies to raster
-    formats) with one layout, creating the folder; close the figure. The layout engine runs once
-    and is then frozen, so every file shows the same layout."""
+    """Write ``figure`` to each of ``paths`` with one layout (the layout engine runs once and is
+    then frozen, so every file shows the same layout), creating the folder; close the figure."""
     paths[0].parent.mkdir(parents=True, exist_ok=True)
     figure.draw_without_rendering()
     figure.set_layout_engine("none")

@@ -19,13 +19,13 @@ def as_pandas(X):
     (pandas frames, arrays, lists) is returned unchanged."""
     if isinstance(X, pd.DataFrame):
         return X
-    if nw is not None and nw.dependencies.is_into_lazyframe(X) and not nw.dependencies.is_into_dataframe(X):
+    if nw is not None and nw.dependencies.is_into_dataframe(X):
+        return nw.from_native(X, eager_only=True).to_pandas()
+    if nw is not None and nw.dependencies.is_into_lazyframe(X):
         raise InvalidInputError(
             f"X is a lazy frame ({type(X).__module__.split('.')[0]} {type(X).__name__}), whose rows are not computed "
             "yet: collect it first, e.g. X.collect()"
         )
-    if nw is not None and nw.dependencies.is_into_dataframe(X):
-        return nw.from_native(X, eager_only=True).to_pandas()
     if hasattr(X, "__dataframe__"):
         return pd.api.interchange.from_dataframe(X, allow_copy=True)
     return X

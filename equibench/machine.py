@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import platform
+from contextlib import suppress
 from pathlib import Path
 
 import torch
 
 
 def cpu_name() -> str:
-    try:
+    with suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 

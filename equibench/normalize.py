@@ -17,28 +17,22 @@ def _finite_mean_std(x: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor,
     their largest magnitude: no under- or overflow at any scale (1e-300 or 1e300), and
     bit-identical to the unscaled formulas in between (power-of-two scaling is exact)."""
     # x, keep: (..., N, F) -> mean, std: (..., 1, F)
-    magnitude = torch.where(keep, x.abs(), torch.zeros((), dtype=x.dtype, device=x.device)).amax(dim=-2, keepdim=True)
-    exponent = torch.frexp(magnitude).exponent  # magnitude < 2**exponent
-    exponent = torch.where(magnitude > 0, exponent, torch.zeros_like(exponent))
-    mean, std = _plain_mean_std(torch.ldexp(x, -exponent), keep)
+    zero = x.new_zeros(())
+    magnitude = torch.where(keep, x.abs(), zero).amax(dim=-2, keepdim=True)
+    exponent = torch.frexp(magnitude).exponent  # magnitude < 2**exponent (0 for 0)
+    scaled = torch.ldexp(x, -exponent)
+    count = keep.sum(dim=-2, keepdim=True).clamp(min=1)
+    mean = torch.where(keep, scaled, zero).sum(dim=-2, keepdim=True) / count
+    centred = torch.where(keep, scaled - mean, zero)
+    std = (centred.square().sum(dim=-2, keepdim=True) / count).sqrt()
     return torch.ldexp(mean, exponent), torch.ldexp(std, exponent)
 
 
-def _plain_mean_std(x: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # x, keep: (..., N, F) -> mean, std: (..., 1, F)
-    count = keep.sum(dim=-2, keepdim=True).clamp(min=1)
-    values = torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
-    mean = values.sum(dim=-2, keepdim=True) / count
-    centred = torch.where(keep, x - mean, torch.zeros((), dtype=x.dtype, device=x.device))
-    std = (centred.square().sum(dim=-2, keepdim=True) / count).sqrt()
-    return mean, std
-
-
-def fit_normalization(x_train: torch.Tensor, outlier_z: float = OUTLIER_Z) -> tuple[torch.Tensor, torch.Tensor]:
+def fit_normalization(x_train: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Robust per-feature mean and std of the train rows.
 
     A first pass over the finite values finds mean and std; values further than
-    ``outlier_z`` std from the mean are then left out and the statistics recomputed.
+    ``OUTLIER_Z`` std from the mean are then left out and the statistics recomputed.
     Constant (or all-missing) features get std 1: those whose spread is within rounding of
     their mean (relative to the data's own scale, so features in tiny or huge units keep
     their information).
@@ -46,23 +40,21 @@ def fit_normalization(x_train: torch.Tensor, outlier_z: float = OUTLIER_Z) -> tu
     # x_train: (..., N, F) -> mean, std: (..., 1, F)
     finite = torch.isfinite(x_train)
     mean, std = _finite_mean_std(x_train, finite)
-    inlier = finite & ((x_train - mean).abs() <= outlier_z * std)
+    inlier = finite & ((x_train - mean).abs() <= OUTLIER_Z * std)
     mean, std = _finite_mean_std(x_train, inlier)
     relative_floor = max(1e-12, 16 * torch.finfo(x_train.dtype).eps)
     std = torch.where((std > relative_floor * mean.abs()) & (std > 0), std, torch.ones_like(std))
     return mean, std
 
 
-def apply_normalization(
-    x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, outlier_z: float = OUTLIER_Z
-) -> torch.Tensor:
-    """Z-score with fitted statistics, then squash |z| > ``outlier_z`` as
-    ``sign(z) * (outlier_z + log1p(|z| - outlier_z))`` (continuous, monotone)."""
+def apply_normalization(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """Z-score with fitted statistics, then squash |z| > ``OUTLIER_Z`` as
+    ``sign(z) * (OUTLIER_Z + log1p(|z| - OUTLIER_Z))`` (continuous, monotone)."""
     # x: (..., R, F), mean/std: (..., 1, F) -> (..., R, F)
     z = (x - mean) / std
     magnitude = z.abs()
-    squashed = torch.sign(z) * (outlier_z + torch.log1p((magnitude - outlier_z).clamp(min=0)))
-    return torch.where(magnitude > outlier_z, squashed, z)
+    squashed = torch.sign(z) * (OUTLIER_Z + torch.log1p((magnitude - OUTLIER_Z).clamp(min=0)))
+    return torch.where(magnitude > OUTLIER_Z, squashed, z)
 
 
 def rescale_by_used_features(x: torch.Tensor, n_used: torch.Tensor | int, f_max: int) -> torch.Tensor:

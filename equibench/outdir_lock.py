@@ -13,13 +13,13 @@ import shlex
 import socket
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from .atomic_files import atomic_write
+from .atomic_files import atomic_write_text
 from .errors import FolderInUseError
 
 LOCK_FILE = ".equibench.lock"
@@ -55,22 +55,19 @@ def locked_folder(folder: str | os.PathLike,
         lock.acquire()
     except Timeout:
         raise FolderInUseError(f"{str(folder)!r} is in use by {_holder(folder)}; {advice}") from None
-    held = None
+    held = HeldLock(folder)
     try:
         record = {
             "pid": os.getpid(), "host": socket.gethostname(),
             "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        atomic_write(folder / HOLDER_FILE, lambda tmp: tmp.write_text(json.dumps(record) + "\n"))
-        held = HeldLock(folder)
+        atomic_write_text(folder / HOLDER_FILE, json.dumps(record) + "\n")
         yield held
     finally:
         (folder / HOLDER_FILE).unlink(missing_ok=True)
         lock.release()
-        if held is not None and held.remove_folder and not (folder / HOLDER_FILE).exists():  # unless taken over
+        if held.remove_folder and not (folder / HOLDER_FILE).exists():  # unless taken over
             (folder / LOCK_FILE).unlink(missing_ok=True)
-            try:
+            with suppress(OSError):
                 folder.rmdir()
-            except OSError:
-                pass

@@ -37,8 +37,7 @@ def _as_frame(X) -> pd.DataFrame:
     if isinstance(X, pd.DataFrame):
         frame = X.reset_index(drop=True)
     else:
-        array = check_array(X, dtype=None, ensure_all_finite=False, ensure_min_samples=1)
-        frame = pd.DataFrame(array)
+        frame = pd.DataFrame(check_array(X, dtype=None, ensure_all_finite=False, ensure_min_samples=1))
     names = list(frame.columns)
     frame.columns = range(frame.shape[1])
     for column in frame.columns:
@@ -48,23 +47,17 @@ def _as_frame(X) -> pd.DataFrame:
                 f"column {names[column]!r} holds complex numbers, which have no order; pass its real and imaginary "
                 "parts (or magnitude and phase) as separate columns"
             )
-        if (isinstance(series.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(series)
-                or pd.api.types.is_timedelta64_dtype(series)):
-            frame[column] = _seconds(series)
+        if isinstance(series.dtype, pd.DatetimeTZDtype):
+            series = series.dt.tz_convert("UTC").dt.tz_localize(None)
+        if pd.api.types.is_datetime64_dtype(series):
+            series = series - pd.Timestamp("1970-01-01")
+        if pd.api.types.is_timedelta64_dtype(series):  # every datetime column by now; NaT -> NaN
+            frame[column] = (series / pd.Timedelta(seconds=1)).astype(np.float64)
         elif series.dtype == object:
             numeric = pd.to_numeric(series, errors="coerce")
             if numeric.notna().sum() == series.notna().sum():
                 frame[column] = numeric
     return frame
-
-
-def _seconds(series: pd.Series) -> pd.Series:
-    """Seconds since 1970-01-01 (UTC) of a datetime column, or seconds of a duration column (NaT -> NaN)."""
-    if isinstance(series.dtype, pd.DatetimeTZDtype):
-        series = series.dt.tz_convert("UTC").dt.tz_localize(None)
-    if pd.api.types.is_datetime64_dtype(series):
-        series = series - pd.Timestamp("1970-01-01")
-    return (series / pd.Timedelta(seconds=1)).astype(np.float64)
 
 
 def _category_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -78,6 +71,10 @@ def _category_frame(frame: pd.DataFrame) -> pd.DataFrame:
         else:
             columns[column] = series.astype(str).where(series.notna())
     return pd.DataFrame(columns, index=frame.index)
+
+
+#: The ordinal encoder's unknown and missing categories are NaN, which the network's indicator sees.
+_NAN_FOR_UNKNOWN = {"handle_unknown": "use_encoded_value", "unknown_value": np.nan, "encoded_missing_value": np.nan}
 
 
 class TableEncoder:
@@ -108,9 +105,7 @@ class TableEncoder:
         marked = set(self.categorical_features)
         self.categorical_ = [c for c in frame.columns if c in marked or _is_categorical(frame[c])]
         if self.categorical_:
-            self.ordinal_ = OrdinalEncoder(
-                handle_unknown="use_encoded_value", unknown_value=np.nan, encoded_missing_value=np.nan
-            ).fit(_category_frame(frame[self.categorical_]))
+            self.ordinal_ = OrdinalEncoder(**_NAN_FOR_UNKNOWN).fit(_category_frame(frame[self.categorical_]))
         values = self._numeric(frame)
         varying = [j for j in range(values.shape[1]) if pd.Series(values[:, j]).nunique(dropna=False) > 1]
         self.n_varying_ = len(varying)
@@ -122,13 +117,36 @@ class TableEncoder:
     def transform(self, X) -> np.ndarray:
         return self._numeric(_as_frame(X))[:, self.columns_]
 
+    def fitted_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted encoder without pickle: its settings as JSON and its arrays (the output
+        columns, each categorical column's train categories), for :meth:`from_fitted_state`."""
+        settings = {"max_features": self.max_features, "random_state": int(self.random_state),
+                    "categorical_features": list(self.categorical_features), "categorical": self.categorical_}
+        arrays = {"columns": self.columns_}
+        for j, categories in enumerate(self.ordinal_.categories_ if self.categorical_ else []):
+            kept = categories[pd.notna(categories)]
+            arrays[f"categories/{j}"] = kept.astype(float if kept.dtype.kind in "fiu" else str)
+        return settings, arrays
+
+    @classmethod
+    def from_fitted_state(cls, settings: dict, arrays: dict[str, np.ndarray]) -> TableEncoder:
+        """The encoder that :meth:`fitted_state` describes."""
+        encoder = cls(settings["max_features"], settings["random_state"], settings["categorical_features"])
+        encoder.categorical_, encoder.columns_ = settings["categorical"], arrays["columns"]
+        if encoder.categorical_:
+            categories = [arrays[f"categories/{j}"] for j in range(len(encoder.categorical_))]
+            categories = [c.astype(object) if c.dtype.kind == "U" else c for c in categories]
+            # With explicit categories, fit only checks the columns: one row of known values.
+            row = {column: pd.Series(c[:1] if len(c) else [np.nan], dtype=c.dtype)
+                   for column, c in zip(encoder.categorical_, categories)}
+            encoder.ordinal_ = OrdinalEncoder(categories=categories, **_NAN_FOR_UNKNOWN).fit(pd.DataFrame(row))
+        return encoder
+
     def category_counts(self) -> list[int]:
         """Per output column, its number of train categories (0 for a numeric column); the
         ordinal codes of a column with n categories are 0..n-1 (NaN: missing or unknown)."""
-        counts = {}
-        if self.categorical_:
-            for column, categories in zip(self.categorical_, self.ordinal_.categories_):
-                counts[column] = int((~np.asarray(pd.isna(categories), dtype=bool)).sum())
+        categories = self.ordinal_.categories_ if self.categorical_ else []
+        counts = {column: int(pd.notna(values).sum()) for column, values in zip(self.categorical_, categories)}
         return [counts.get(int(column), 0) for column in self.columns_]
 
     def _numeric(self, frame: pd.DataFrame) -> np.ndarray:
@@ -141,8 +159,7 @@ class TableEncoder:
                     f"column {column} was numeric when fitted but now holds non-numeric values (e.g. "
                     f"{example.iloc[0]!r}); convert it to numbers, or fit again with it as a text column"
                 )
-        if numeric:
-            out[:, numeric] = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
+        out[:, numeric] = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
         if self.categorical_:
             out[:, self.categorical_] = self.ordinal_.transform(_category_frame(frame[self.categorical_]))
         return out
@@ -210,11 +227,12 @@ def expand_one_hot(values: np.ndarray, columns: dict[int, int]) -> np.ndarray:
     """Replace each column j of ``columns`` (ordinal codes 0..n_j-1, n_j = ``columns[j]``) in
     place by n_j 0/1 columns; a missing or unknown category (NaN) is all zeros."""
     # values: (N, F) -> (N, F + sum(n_j - 1 over columns))
-    pieces = [
+    if not columns:
+        return values
+    return np.concatenate([
         (values[:, [j]] == np.arange(columns[j])).astype(values.dtype) if j in columns else values[:, [j]]
         for j in range(values.shape[1])
-    ]
-    return np.concatenate(pieces, axis=1) if pieces else values
+    ], axis=1)
 
 
 class MemberTransform:
@@ -226,11 +244,11 @@ class MemberTransform:
         self.spec = spec
         self.f_max = f_max
 
-    def fit_transform(self, values: np.ndarray, category_counts: list[int] | None = None) -> torch.Tensor:
+    def fit_transform(self, values: np.ndarray, category_counts: list[int]) -> torch.Tensor:
         # values: (N, F) -> (N, F_used) float32, F_used = F plus the one-hot columns
-        onehot = self.spec.categorical_encoding == "onehot" and category_counts is not None
+        onehot = self.spec.categorical_encoding == "onehot"
         self.one_hot_ = one_hot_columns(category_counts, self.f_max) if onehot else {}
-        values = self._encode(values)
+        values = expand_one_hot(values, self.one_hot_)
         if self.spec.variant == "quantile":
             n_quantiles = max(2, min(1000, values.shape[0]))
             self.quantile_ = QuantileTransformer(n_quantiles=n_quantiles, output_distribution="normal")
@@ -245,10 +263,7 @@ class MemberTransform:
 
     def transform(self, values: np.ndarray) -> torch.Tensor:
         # values: (M, F) -> (M, F_used) float32
-        return self._finish(torch.from_numpy(self._variant(self._encode(values))))
-
-    def _encode(self, values: np.ndarray) -> np.ndarray:
-        return expand_one_hot(values, self.one_hot_) if self.one_hot_ else values
+        return self._finish(torch.from_numpy(self._variant(expand_one_hot(values, self.one_hot_))))
 
     def _variant(self, values: np.ndarray) -> np.ndarray:
         if self.spec.variant == "none":
@@ -272,11 +287,10 @@ def _infinite_as_nan(values: np.ndarray) -> np.ndarray:
 CONTEXT_CLASS_FLOOR = 10
 
 
-def stratified_subsample(y: np.ndarray, n_rows: int, rng: np.random.RandomState,
-                         class_floor: int = CONTEXT_CLASS_FLOOR) -> np.ndarray:
+def stratified_subsample(y: np.ndarray, n_rows: int, rng: np.random.RandomState) -> np.ndarray:
     """Sorted indices of at most ``n_rows`` random rows that keep the class proportions of ``y``.
 
-    Each class first gets ``min(its count, class_floor)`` rows (the floor shrinks to
+    Each class first gets ``min(its count, CONTEXT_CLASS_FLOOR)`` rows (the floor shrinks to
     ``n_rows // n_classes`` when the floors would not fit, and with fewer rows than classes the
     most frequent classes get one row each); the remaining rows are shared in proportion to
     the classes' remaining counts (largest remainders first, ties to the earlier class). The
@@ -290,7 +304,7 @@ def stratified_subsample(y: np.ndarray, n_rows: int, rng: np.random.RandomState,
         take = np.zeros_like(counts)
         take[np.argsort(-counts, kind="stable")[:n_rows]] = 1
     else:
-        take = np.minimum(counts, min(class_floor, n_rows // len(classes)))
+        take = np.minimum(counts, min(CONTEXT_CLASS_FLOOR, n_rows // len(classes)))
         remaining = (counts - take).astype(np.int64)
         shared = (n_rows - take.sum()) * remaining  # exact integers: class j's share is shared[j] / total
         total = remaining.sum()

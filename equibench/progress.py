@@ -145,12 +145,10 @@ class Progress(RichProgress):
 
     def _due_line(self, task_id) -> str | None:
         task = self._tasks.get(task_id)
-        if task is None:
+        last = self._last_line.get(task_id)
+        if task is None or last == -1.0:  # removed, or its last line is printed
             return None
         now = time.monotonic()
-        last = self._last_line.get(task_id)
-        if last == -1.0:  # its last line is printed
-            return None
         finished = task.total is not None and task.completed >= task.total
         if last is not None and now - last < self._every_s and not finished:
             return None

@@ -39,8 +39,7 @@ def _latex_text(escaped: str) -> str:
 def latex_table(display: pd.DataFrame) -> str:
     """A booktabs ``tabular`` of the cells as strings (numbers right-aligned, LaTeX specials
     escaped); the index is not written."""
-    cells = display.astype(str)
-    styler = cells.style.hide(axis="index")
+    styler = display.astype(str).style.hide(axis="index")
     styler = styler.format(_latex_text, escape="latex").format_index(_latex_text, escape="latex", axis=1)
     columns = "".join("r" if right else "l" for right in _right_aligned(display))
     return styler.to_latex(column_format=columns, hrules=True)

@@ -26,14 +26,14 @@ import time
 POLL_S = 1.0
 
 
-def exit_with_parent(parent_pid: int, poll_s: float = POLL_S) -> None:
+def exit_with_parent(parent_pid: int) -> None:
     """In a worker: exit at once (status 1) when the process ``parent_pid`` is no longer its
     parent (it died and the worker was re-parented), and leave SIGINT to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent_pid:
-            time.sleep(poll_s)
+            time.sleep(POLL_S)
         os._exit(1)
 
     threading.Thread(target=watch, name="equibench-exit-with-parent", daemon=True).start()

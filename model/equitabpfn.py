@@ -62,13 +62,9 @@ class EquiTabPFN(TabularPFN):
         x_test: torch.Tensor,
         n_classes: int,
     ) -> torch.Tensor:
-        """Class logits of the test rows.
-
-        x_train: (B, N, F) and x_test: (B, M, F) normalised features, F <= f_max, NaN/inf
-        allowed; y_train: (B, N) int64 class ids in [0, n_classes). Returns (B, M, K).
-        With ``min_class_slots`` > K the network runs on that many class slots (the extra
-        ones ghost classes) and returns the K real ones.
-        """
+        """Class logits of the test rows, (B, M, K) (the shapes: :class:`TabularPFN`). With
+        ``min_class_slots`` > K the network runs on that many class slots (the extra ones ghost
+        classes) and returns the K real ones."""
         batch, n_train, _ = x_train.shape
         n_test = x_test.shape[1]
         d = self.config.d_model
@@ -115,10 +111,7 @@ class EquiTabPFN(TabularPFN):
                        plan: ChunkPlan | None = None, store_dtype: torch.dtype | None = None) -> Context:
         """The train side for a training set, computed once: per layer the train rows' keys and
         values, and the final train representations and one-hot labels for the decoder, stored
-        in ``store_dtype`` (default: the compute dtype) as each layer produces them.
-
-        x_train: (B, N, F) normalised features; y_train: (B, N) class ids in [0, n_classes).
-        """
+        in ``store_dtype`` (default: the compute dtype) as each layer produces them."""
         plan = plan or ChunkPlan()
         self._check_cacheable(x_train)
         slots = self.class_slots(n_classes)

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import InvalidInputError
 from .layers import ComponentAttentionBlock, DatapointAttentionBlock
 
 
@@ -36,8 +35,6 @@ class ChunkPlan:
     that no temporary holds more than about ``max_elements`` numbers."""
 
     def __init__(self, max_elements: int = 2**24):
-        if max_elements < 1:
-            raise InvalidInputError(f"max_elements must be positive, got {max_elements}")
         self.max_elements = max_elements
 
     def rows(self, slots: int, width: int, hidden: int) -> int:

@@ -68,13 +68,6 @@ def _check_feature_count(n_features: int, f_max: int) -> None:
         )
 
 
-class FeedForward(nn.Sequential):
-    """Token-wise MLP d -> hidden -> d with GELU."""
-
-    def __init__(self, d_model: int, hidden: int):
-        super().__init__(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model))
-
-
 class _ResidualBlock(nn.Module):
     """Attention projections plus the residual MLP shared by both block kinds."""
 
@@ -86,7 +79,7 @@ class _ResidualBlock(nn.Module):
         self.key_value = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.norm_attention = nn.LayerNorm(d_model)
-        self.mlp = FeedForward(d_model, mlp_hidden)
+        self.mlp = nn.Sequential(nn.Linear(d_model, mlp_hidden), nn.GELU(), nn.Linear(mlp_hidden, d_model))
         self.norm_mlp = nn.LayerNorm(d_model)
         if qk_norm:
             self.query_norm = nn.RMSNorm(d_model // n_heads)
@@ -95,12 +88,6 @@ class _ResidualBlock(nn.Module):
 
     def _attention_input(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.norm_attention(tokens) if self.norm_first else tokens
-
-    def _normalise_qk(self, query: torch.Tensor, key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # (..., head_dim) each
-        if not self.qk_norm:
-            return query, key
-        return self.query_norm(query), self.key_norm(key)
 
     def _finish(self, tokens: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
         if self.norm_first:
@@ -172,7 +159,8 @@ class ComponentAttentionBlock(_ResidualBlock):
         query = self.query(inputs[:, :, 0]).view(batch * rows, heads, 1, head_dim)
         key_value = self.key_value(inputs).view(batch * rows, slots, 2, heads, head_dim)
         key, value = key_value.permute(2, 0, 3, 1, 4)  # each (B*R, heads, 1+K, head_dim)
-        query, key = self._normalise_qk(query, key)
+        if self.qk_norm:
+            query, key = self.query_norm(query), self.key_norm(key)
         covariate_out = F.scaled_dot_product_attention(query, key, value)  # (B*R, heads, 1, hd)
         target_out = value[:, :, :1]  # the covariate token's value, (B*R, heads, 1, hd)
         both = torch.cat([covariate_out, target_out], dim=2).transpose(1, 2)

@@ -79,8 +79,7 @@ class TabPFNStar(TabularPFN):
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
                        plan: ChunkPlan | None = None, store_dtype: torch.dtype | None = None) -> Context:
         """The train side for a training set, computed once: per block the train rows' keys
-        and values, stored in ``store_dtype`` (default: the compute dtype) block by block.
-        x_train: (B, N, F); y_train: (B, N) class ids in [0, n_classes)."""
+        and values, stored in ``store_dtype`` (default: the compute dtype) block by block."""
         plan = plan or ChunkPlan()
         self._check_classes(n_classes)
         tokens = self._tokens(x_train, y_train)  # (B, N, 1, d)

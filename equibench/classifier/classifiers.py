@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import CheckpointError
 from .checkpoints import shared_network
 from .ecoc import ecoc_beyond
-from .estimator import DEFAULT_RANDOM_STATE, PFNClassifier, PretrainingLimitWarning
+from .estimator import PFNClassifier, PretrainingLimitWarning
 from .local_contexts import uses_local_context
 
 __all__ = ["EquiTabPFNClassifier", "PretrainingLimitWarning", "TabPFNStarClassifier", "classifier_for"]
@@ -234,12 +234,11 @@ def classifier_for(checkpoint="default", n_classes: int | None = None, n_rows: i
     classifier = CLASSIFIERS.get(getattr(network, "arch", None))
     if classifier is None:
         raise CheckpointError(f"checkpoint is a {type(network).__name__}, not an EquiTabPFN or TabPFN* network")
-    defaults = PFNClassifier.__init__.__kwdefaults__
-    local = n_rows is not None and uses_local_context(
-        params.get("context", defaults["context"]), n_rows, params.get("max_train_rows", defaults["max_train_rows"]),
-        params.get("ignore_pretraining_limits", defaults["ignore_pretraining_limits"]))
+    settings = {**PFNClassifier.__init__.__kwdefaults__, **params}
+    local = n_rows is not None and uses_local_context(settings["context"], n_rows, settings["max_train_rows"],
+                                                      settings["ignore_pretraining_limits"])
     if n_classes is None or network.class_limit is None or local:
         return classifier(checkpoint=checkpoint, **params)
-    n_estimators = params.pop("n_estimators", defaults["n_estimators"])
+    params.pop("n_estimators", None)
     return ecoc_beyond(lambda members: classifier(checkpoint=checkpoint, n_estimators=members, **params),
-                       n_classes, network.class_limit, n_estimators, params.get("random_state", DEFAULT_RANDOM_STATE))
+                       n_classes, network.class_limit, settings["n_estimators"], settings["random_state"])

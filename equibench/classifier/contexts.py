@@ -24,7 +24,7 @@ the same function: the cache only skips recomputing the training rows' side of t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -140,16 +140,13 @@ class ContextStrategy:
         n_local = len(present)
         codebook = self._codebook(n_local)
         if codebook is None:
-            runs = []
-            for spec in self.specs:
-                shift = spec.class_shift % n_local
-                runs.append(Run(spec, (labels + shift) % n_local, n_local, shift))
-            return RunPlan(present, runs)
+            shifts = [spec.class_shift % n_local for spec in self.specs]
+            return RunPlan(present, [Run(spec, (labels + shift) % n_local, n_local, shift)
+                                     for spec, shift in zip(self.specs, shifts)])
         runs, symbols = [], []
         for index_row, row in enumerate(codebook):
             symbol_present, symbol_labels = np.unique(row[labels], return_inverse=True)
-            spec = self.specs[index_row % len(self.specs)]
-            unshifted = MemberSpec(spec.variant, spec.feature_shift, 0, spec.categorical_encoding)
+            unshifted = replace(self.specs[index_row % len(self.specs)], class_shift=0)
             runs.append(Run(unshifted, symbol_labels, len(symbol_present)))
             symbols.append(symbol_present)
         return RunPlan(present, runs, codebook, symbols)

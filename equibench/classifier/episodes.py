@@ -28,8 +28,7 @@ def validation_split(codes: np.ndarray, ratio: float, max_rows: int,
     classes, counts = np.unique(codes, return_counts=True)
     share = min(ratio, max_rows / len(codes))
     held_out = np.minimum(np.floor(share * counts + 0.5).astype(int), counts - 1)
-    validation = [order[codes[order] == c][:n] for c, n in zip(classes, held_out)]
-    validation = np.sort(np.concatenate(validation)) if validation else np.zeros(0, dtype=np.int64)
+    validation = np.sort(np.concatenate([order[codes[order] == c][:n] for c, n in zip(classes, held_out)]))
     return np.setdiff1d(np.arange(len(codes)), validation), validation
 
 

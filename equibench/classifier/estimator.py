@@ -26,7 +26,7 @@ from .checkpoints import load_model, model_from_reference
 from .context_rules import CONTEXTS, MAX_TRAIN_ROWS
 from .contexts import ContextStrategy, SharedContext
 from .fit_state import load_fit_state, save_fit_state
-from .inputs import check_labels_present, choices, label_array, one_of, size_text, validate_params
+from .inputs import choices, label_array, one_of, size_text, validate_params
 from .local_contexts import LOCAL_CLUSTER_SIZE, LOCAL_MAX_ROWS, LOCAL_NEIGHBORS, LocalContexts, uses_local_context
 from .network_runs import CACHE_PRECISIONS, NetworkRunner
 from .official_preprocessing import OFFICIAL_MEMBER
@@ -220,7 +220,7 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
 
     def _new_strategy(self, name: str, n_classes: int) -> ContextStrategy:
         """The context strategy ``name`` ("subsample" or "local") with this estimator's parameters."""
-        common = {"n_members": 1 if self.preprocessing == "official" else self.n_estimators, "n_classes": n_classes,
+        common = {"n_members": self.n_estimators, "n_classes": n_classes,
                   "temperature": float(self.softmax_temperature), "cached": self.fit_mode == "fit_with_cache",
                   "cache_dtype": None if self.cache_precision == "auto" else getattr(torch, self.cache_precision),
                   "class_limit": self.model_.class_limit, "official": self.preprocessing == "official",
@@ -282,7 +282,6 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
         X = self._check_table(X, reset=True)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y)
-        check_labels_present(y)
         y = label_array(y)
         check_classification_targets(y)
         return X, y
@@ -335,9 +334,8 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        reference = state.get("checkpoint_reference_")
-        if "model_" in state and state["model_"] is None and reference is not None:
-            self.model_ = model_from_reference(reference)[0]
+        if "model_" in state and state["model_"] is None:  # dropped by __getstate__ for a packaged checkpoint
+            self.model_ = model_from_reference(state["checkpoint_reference_"])[0]
 
     def save_fit_state(self, path: str | os.PathLike) -> Path:
         """Write the fitted state, without the network's weights, to ``path`` (an ``.npz``

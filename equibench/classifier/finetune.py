@@ -16,7 +16,7 @@ import inspect
 import json
 import time
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import torch
@@ -27,16 +27,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from .classifiers import EquiTabPFNClassifier, TabPFNStarClassifier
 from .episodes import EpisodeSampler, episode_loss, validation_split
-from .estimator import PFNClassifier, PretrainingLimitWarning
+from .estimator import _POSITIVE_INT, _POSITIVE_REAL, PFNClassifier, PretrainingLimitWarning
 from .inputs import validate_params
 from .local_contexts import uses_local_context
 
 #: A step is kept only if its validation log loss improves on the base weights' by more than this
 #: many standard errors of the per-row improvement (a paired test), so that noise is not kept.
 GUARD_STANDARD_ERRORS = 2.0
-
-def _fraction(closed: str = "neither") -> list:
-    return [Interval(Real, 0, 1, closed=closed)]
 
 
 class FinetunedPFNClassifier(PFNClassifier):
@@ -45,11 +42,12 @@ class FinetunedPFNClassifier(PFNClassifier):
     _parameter_constraints: dict = {
         **PFNClassifier._parameter_constraints,
         **dict.fromkeys(("epochs", "episodes_per_epoch", "max_validation_rows", "early_stopping_patience"),
-                        [Interval(Integral, 1, None, closed="left")]),
-        "learning_rate": [Interval(Real, 0, None, closed="neither")], "weight_decay": [Interval(Real, 0, None, closed="left")],
-        "validation_split_ratio": _fraction(), "finetune_ctx_query_split_ratio": _fraction(),
-        "min_delta": [Interval(Real, 0, None, closed="left")], "grad_clip_value": [Interval(Real, 0, None, closed="neither")],
-        "time_limit": [Interval(Real, 0, None, closed="neither"), None],
+                        _POSITIVE_INT),
+        **dict.fromkeys(("learning_rate", "grad_clip_value"), [_POSITIVE_REAL]),
+        **dict.fromkeys(("weight_decay", "min_delta"), [Interval(Real, 0, None, closed="left")]),
+        **dict.fromkeys(("validation_split_ratio", "finetune_ctx_query_split_ratio"),
+                        [Interval(Real, 0, 1, closed="neither")]),
+        "time_limit": [_POSITIVE_REAL, None],
     }
     _codes_in_context = True  # TabPFN* past its class limit: output codes in the one context, as episodes train
 
@@ -225,12 +223,11 @@ class _Tuning:
             return None
         with self.runner._mixed_precision():
             loss = episode_loss(self.model, episode, self.runner.device, self.runner.dtype)
-        if not torch.isfinite(loss):
-            return float(loss.detach())
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.estimator.grad_clip_value)
-        optimiser.step()
+        if torch.isfinite(loss):  # a non-finite loss is returned untaken: run() stops on it
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.estimator.grad_clip_value)
+            optimiser.step()
         return float(loss.detach())
 
 

@@ -21,8 +21,6 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-from sklearn.preprocessing import OrdinalEncoder
 
 from .._version import __version__
 from ..atomic_files import atomic_write
@@ -47,13 +45,14 @@ def _digest(array: np.ndarray) -> str:
 
 
 def _jsonable(value):
+    """A parameter as JSON; None where it has none (a RandomState object: its draws are already in the state)."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (list, tuple, np.ndarray)):
         return [_jsonable(v) for v in value]
     if isinstance(value, np.generic):
         return value.item()
-    raise TypeError(type(value).__name__)
+    return None
 
 
 def _labels_array(classes: np.ndarray) -> tuple[np.ndarray, str]:
@@ -67,24 +66,14 @@ def _labels_array(classes: np.ndarray) -> tuple[np.ndarray, str]:
 
 def save_fit_state(estimator, path: str | os.PathLike) -> Path:
     """Write ``estimator``'s fitted state to ``path`` (atomically)."""
-    params = {}
-    for name, value in estimator.get_params(deep=False).items():
-        if name == "checkpoint":
-            continue  # recorded by reference
-        try:
-            params[name] = _jsonable(value)
-        except TypeError:
-            params[name] = None  # a RandomState object: its draws are already in the state
+    params = {name: _jsonable(value) for name, value in estimator.get_params(deep=False).items()
+              if name != "checkpoint"}  # the checkpoint is recorded by reference
     classes, classes_dtype = _labels_array(estimator.classes_)
     arrays = {"classes": classes}
     if hasattr(estimator, "feature_names_in_"):
         arrays["feature_names_in"] = np.asarray(estimator.feature_names_in_, dtype=str)
-    encoder = estimator.encoder_
-    arrays["encoder/columns"] = encoder.columns_
-    if encoder.categorical_:
-        for j, categories in enumerate(encoder.ordinal_.categories_):
-            kept = categories[~np.asarray(pd.isna(categories), dtype=bool)]
-            arrays[f"encoder/categories/{j}"] = kept.astype(float if kept.dtype.kind in "fiu" else str)
+    encoder_settings, encoder_arrays = estimator.encoder_.fitted_state()
+    arrays.update({f"encoder/{name}": array for name, array in encoder_arrays.items()})
     strategy = estimator.strategy_
     members = [dataclasses.asdict(spec) for spec in strategy.specs]
     arrays.update({f"strategy/{name}": array for name, array in strategy.state_arrays().items()})
@@ -95,10 +84,7 @@ def save_fit_state(estimator, path: str | os.PathLike) -> Path:
         "estimator": type(estimator).__name__, "params": params,
         "checkpoint": estimator.checkpoint_reference_, "device": str(estimator.device_),
         "classes_dtype": classes_dtype, "n_features_in": int(estimator.n_features_in_),
-        "encoder": {"max_features": encoder.max_features, "random_state": int(encoder.random_state),
-                    "categorical_features": list(encoder.categorical_features),
-                    "categorical": [int(c) for c in encoder.categorical_]},
-        "members": members, "context": context,
+        "encoder": encoder_settings, "members": members, "context": context,
         "digests": {name: _digest(np.asarray(array)) for name, array in arrays.items()},
     }
     text = json.dumps(header)
@@ -180,7 +166,7 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     if device is not None:
         params["device"] = device
     for name in ("feature_transforms", "categorical_encodings"):
-        if params.get(name) is not None:
+        if isinstance(params.get(name), list):  # a tuple stored as JSON; a single name stays a string
             params[name] = tuple(params[name])
     estimator = cls(**params)
     if checkpoint is None:
@@ -200,7 +186,8 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     if "feature_names_in" in arrays:
         estimator.feature_names_in_ = arrays["feature_names_in"].astype(object)
     estimator._restore_fit_state_arrays(arrays)
-    estimator.encoder_ = _encoder(header["encoder"], arrays)
+    saved = {name.removeprefix("encoder/"): array for name, array in arrays.items() if name.startswith("encoder/")}
+    estimator.encoder_ = TableEncoder.from_fitted_state(header["encoder"], saved)
     estimator.inference_precision_, estimator.batch_size_ = estimator.inference_precision, estimator.batch_size
     context = header["context"]
     strategy = estimator._new_strategy(context["strategy"], len(estimator.classes_))
@@ -218,23 +205,3 @@ def _saved_device(device: str) -> str:
         return str(resolve_device(device))
     except InvalidInputError:
         return "cpu"
-
-
-def _encoder(saved: dict, arrays: dict) -> TableEncoder:
-    encoder = TableEncoder(saved["max_features"], saved["random_state"], saved["categorical_features"])
-    encoder.categorical_ = saved["categorical"]
-    encoder.columns_ = arrays["encoder/columns"]
-    if encoder.categorical_:
-        categories = [arrays[f"encoder/categories/{j}"] for j in range(len(encoder.categorical_))]
-        categories = [c.astype(object) if c.dtype.kind == "U" else c for c in categories]
-        encoder.ordinal_ = OrdinalEncoder(
-            categories=categories, handle_unknown="use_encoded_value", unknown_value=np.nan,
-            encoded_missing_value=np.nan,
-        )
-        # With explicit categories, fit only checks the columns: one row of known values.
-        row = {
-            column: pd.Series(c[:1] if len(c) else [np.nan], dtype=c.dtype)
-            for column, c in zip(encoder.categorical_, categories)
-        }
-        encoder.ordinal_.fit(pd.DataFrame(row))
-    return encoder

@@ -46,8 +46,10 @@ def size_text(size: float) -> str:
     return f"{size / 1e9:.2f} GB" if size >= 1e8 else f"{size / 1e6:.3g} MB"
 
 
-def check_labels_present(y: np.ndarray) -> None:
-    """Refuse missing labels (None or NaN) with the rows that have them."""
+def label_array(y: np.ndarray) -> np.ndarray:
+    """Labels of one type: an object array of numbers as numbers; missing labels (None or NaN)
+    refused with their rows, and labels that mix kinds (numbers and text, ...), which have no one
+    order."""
     missing = pd.isna(y)
     if missing.any():
         rows = np.flatnonzero(missing)
@@ -55,11 +57,6 @@ def check_labels_present(y: np.ndarray) -> None:
             f"y has {len(rows)} missing labels (None or NaN), e.g. at rows {rows[:5].tolist()}; drop those rows or "
             "give them a class"
         )
-
-
-def label_array(y: np.ndarray) -> np.ndarray:
-    """Labels of one type: an object array of numbers as numbers; labels that mix kinds
-    (numbers and text, ...), which have no one order, refused."""
     kind = pd.api.types.infer_dtype(y, skipna=True)
     if kind in ("mixed", "mixed-integer"):
         kinds = sorted({type(value).__name__ for value in y})

@@ -79,20 +79,15 @@ def test_batches(x_test: torch.Tensor, batch_size: int, device) -> Iterator[tupl
         yield batch.to(device).unsqueeze(0), n_real
 
 
-def combine_members(member_logits, temperature: float) -> dict[str, np.ndarray]:
+def combine_members(member_logits: list[torch.Tensor], temperature: float) -> dict[str, np.ndarray]:
     """The ensemble of the members' logits, each (M, K) float64: "proba", the average of
     softmax(logits / temperature); "log_proba", its logarithm in log space; "logits", the
     average of logits / temperature (TabPFN's ``predict_logits``)."""
-    proba = log_proba = logits = None
-    n_members = 0
-    for member in member_logits:
-        scaled = member / temperature
-        member_proba, member_log = torch.softmax(scaled, dim=-1), torch.log_softmax(scaled, dim=-1)
-        if proba is None:
-            proba, log_proba, logits = member_proba, member_log, scaled
-        else:
-            proba, logits = proba + member_proba, logits + scaled
-            log_proba = torch.logaddexp(log_proba, member_log)
-        n_members += 1
+    scaled = [member / temperature for member in member_logits]
+    proba, log_proba, logits = torch.softmax(scaled[0], dim=-1), torch.log_softmax(scaled[0], dim=-1), scaled[0]
+    for member in scaled[1:]:
+        proba, logits = proba + torch.softmax(member, dim=-1), logits + member
+        log_proba = torch.logaddexp(log_proba, torch.log_softmax(member, dim=-1))
+    n_members = len(scaled)
     return {"proba": (proba / n_members).numpy(), "log_proba": (log_proba - np.log(n_members)).numpy(),
             "logits": (logits / n_members).numpy()}

@@ -40,8 +40,8 @@ class OfficialTransform:
     def __init__(self, f_max: int):
         self.f_max = f_max
 
-    def fit_transform(self, values: np.ndarray, category_counts: list[int] | None = None) -> torch.Tensor:
-        # values: (N, F) float64 -> (N, F_used) float64
+    def fit_transform(self, values: np.ndarray, category_counts: list[int]) -> torch.Tensor:
+        # values: (N, F) float64 -> (N, F_used) float64; category_counts unused (categorical codes count as numbers)
         x = torch.from_numpy(np.asarray(values, dtype=np.float64))
         self.mean_, self.std_ = _mean_std(x, ~torch.isnan(x))
         x = self._standardise(x)

@@ -19,11 +19,7 @@ from .failures import Command, CommandGroup
 
 __all__ = ["app"]
 
-app = typer.Typer(
-    cls=CommandGroup,
-    help="Pretrain, evaluate and report EquiTabPFN against TabPFN* and tabular baselines.",
-    no_args_is_help=True,
-)
+app = typer.Typer(cls=CommandGroup, no_args_is_help=True)  # its help: the docstring of _root
 prior_app = typer.Typer(cls=CommandGroup, help="Inspect the synthetic pretraining prior.", no_args_is_help=True)
 
 

@@ -1,11 +1,14 @@
 """Shell completion of option values (``equibench --install-completion`` sets it up): the
 suites of ``--suite``, the methods of ``--methods``, the ``METHOD=PATH`` of ``--weights`` and
-the strategies of ``--contexts``. Each runs at every Tab, so each imports only the light
+the strategies of ``--contexts``. Each runs at every Tab, so they import only the light
 registries (no numpy, pandas or scikit-learn)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from ..baselines.registry import FAST_METHODS, METHODS
+from ..classifier.context_rules import CONTEXTS, MAX_TRAIN_ROWS
 
 #: Suite files that ``--suite`` takes besides the built-in names.
 SUITE_FILE_SUFFIXES = (".toml", ".yaml", ".yml")
@@ -56,8 +59,6 @@ def _complete_list(incomplete: str, choices: dict[str, str]) -> list[tuple[str, 
 def complete_methods(incomplete: str) -> list[tuple[str, str]]:
     """(value, help) pairs for the comma-separated ``--methods``: the registry's names, ``all``
     first only (it takes every method: nothing goes with it) and ``fast`` (then not its methods)."""
-    from ..baselines.registry import FAST_METHODS, METHODS
-
     given = incomplete.rpartition(",")[0].split(",")
     if "all" in given:
         return []
@@ -70,8 +71,6 @@ def complete_methods(incomplete: str) -> list[tuple[str, str]]:
 
 def complete_contexts(incomplete: str) -> list[tuple[str, str]]:
     """(value, help) pairs for the comma-separated ``--contexts``."""
-    from ..classifier.context_rules import CONTEXTS, MAX_TRAIN_ROWS
-
     helps = {"auto": f"local contexts above {MAX_TRAIN_ROWS} training rows", "local": "local contexts always",
              "subsample": f"a stratified subsample of {MAX_TRAIN_ROWS} rows"}
     return _complete_list(incomplete, {name: helps.get(name, "") for name in CONTEXTS})
@@ -80,8 +79,6 @@ def complete_contexts(incomplete: str) -> list[tuple[str, str]]:
 def complete_weights(incomplete: str) -> list[tuple[str, str]]:
     """(value, help) pairs for ``--weights METHOD=PATH``: ``METHOD=`` of the methods that take
     weights, then after the ``=`` the files (folders, for a method that takes a folder)."""
-    from ..baselines.registry import METHODS
-
     method, equals, path = incomplete.partition("=")
     spec = METHODS.get(method)
     if not equals or spec is None or spec.weights is None:

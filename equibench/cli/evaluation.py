@@ -5,17 +5,18 @@ from __future__ import annotations
 import contextlib
 import shlex
 import signal
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
+from ..baselines.registry import FAST_METHODS, METHODS
+from ..baselines.settings import MethodOptions
 from ..errors import InvalidInputError
 from . import output
 from .completion import complete_contexts, complete_methods, complete_suite
-from .options import JsonOption, WeightsOption, int_list, weights_map
+from .options import JsonOption, WeightsOption, comma_list, int_list, weights_map
 
 
 @contextlib.contextmanager
@@ -34,16 +35,10 @@ def stop_on_sigterm():
 
 def _method_list(text: str) -> tuple[str, ...]:
     """``--methods``: names, ``all`` or ``fast``, comma-separated, in order without repeats."""
-    from ..baselines.registry import FAST_METHODS, METHODS
-
     names = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in comma_list(text):
         names.extend({"all": list(METHODS), "fast": FAST_METHODS}.get(part, [part]))
     return tuple(dict.fromkeys(names))
-
-
-def _context_list(text: str) -> tuple[str, ...]:
-    return tuple(filter(None, (part.strip() for part in text.split(","))))
 
 
 def evaluate(
@@ -77,7 +72,7 @@ def evaluate(
 
     config = EvaluateConfig(
         suite=suite, methods=_method_list(methods), folds=None if folds is None else int_list(folds, "--folds"),
-        ensembles=int_list(ensembles, "--ensembles"), contexts=_context_list(contexts), seed=seed,
+        ensembles=int_list(ensembles, "--ensembles"), contexts=comma_list(contexts), seed=seed,
         openml_cache=None if openml_cache is None else str(openml_cache),
         weights=weights_map(weights), device=device, threads_per_cell=threads_per_cell,
     )
@@ -111,9 +106,8 @@ def default_out(suite: str) -> Path:
 
 
 def _print_summary(summary, out: Path, dry_run: bool) -> None:
-    """What ``evaluate`` did (or, dry, would do), on stderr what went wrong or is missing (once
-    per cause), on stdout per method the counts and mean accuracy, the skipped cells' reasons,
-    where the results are and the next command."""
+    """What ``evaluate`` did (or, dry, would do): on stderr what went wrong or is missing, once
+    per cause; on stdout the results and the next command."""
     if summary.damaged:
         output.errors.print(f"[yellow]{len(summary.damaged)} stored cells were damaged and "
                             f"{'will be' if dry_run else 'were'} recomputed[/yellow], e.g. "
@@ -157,8 +151,7 @@ def _print_summary(summary, out: Path, dry_run: bool) -> None:
         output.errors.print(f"[red]{failed} cells of this run failed[/red]: see {escape(where)}; rerun the command "
                             "to retry them", highlight=False)
     if any(row["status"] == "ok" for row in summary.rows.values()):
-        results = shlex.quote(str(out))
-        output.console.print(f"next: equibench report --results {escape(results)} --out "
+        output.console.print(f"next: equibench report --results {escape(shlex.quote(str(out)))} --out "
                              f"{escape(shlex.quote(str(out / 'report')))}", highlight=False)
 
 
@@ -166,14 +159,12 @@ def _print_methods(summary) -> None:
     """Per method: ok, skipped, failed (and missing) cells and the mean accuracy of the ok
     ones; then one line per distinct reason of the skipped cells."""
     stats = summary.methods()
-    total = Counter()
-    for entry in stats.values():
-        total.update({key: value for key, value in entry.items() if key != "accuracy"})
     written = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts.items())) or "nothing new"
     output.console.print(f"{escape(summary.suite)}: {len(summary.cells)} cells "
                          f"({len(summary.cells) - len(summary.pending)} already done); this run: {written}",
                          highlight=False)
-    columns = ["method", "ok", "skipped", "failed"] + [k for k in ("missing", "pending") if total[k]] + ["mean accuracy"]
+    shown = [key for key in ("missing", "pending") if any(entry[key] for entry in stats.values())]
+    columns = ["method", "ok", "skipped", "failed", *shown, "mean accuracy"]
     table = output.table(*columns)
     for column in table.columns[1:]:
         column.justify = "right"
@@ -207,12 +198,6 @@ def download(
             raise InvalidInputError(f"{str(verify)!r} is not an OpenML cache (no org/ folder inside); pass the folder given to --cache")
         task_ids = select_tasks(suite, task_list) if suite or task_list else cached_task_ids(verify)
         checks = check_cache(verify, [task_id for task_id in task_ids if not task_id.startswith("demo-")])
-    else:
-        if cache is None:
-            raise InvalidInputError("--cache DIR is required: the folder to download into (or pass --verify DIR)")
-        options = DownloadOptions(server=server, retries=retries, timeout_s=timeout_s)
-        summary = download_tasks(select_tasks(suite, task_list), cache, options, progress=progress, console=output.errors)
-    if verify is not None:
         output.console.print(tasks_table([(check, check.status) for check in checks], f"{len(checks)} tasks in {verify}"))
         bad = [check for check in checks if not check.ok]
         for check in bad:
@@ -222,6 +207,10 @@ def download(
             raise typer.Exit(code=1)
         output.console.print(f"all {len(checks)} tasks complete; evaluate offline with --openml-cache {escape(str(verify))}")
         return
+    if cache is None:
+        raise InvalidInputError("--cache DIR is required: the folder to download into (or pass --verify DIR)")
+    options = DownloadOptions(server=server, retries=retries, timeout_s=timeout_s)
+    summary = download_tasks(select_tasks(suite, task_list), cache, options, progress=progress, console=output.errors)
     output.console.print(tasks_table([(result.check, result.status) for result in summary.results], f"{cache}"))
     for result in summary.results:
         if result.error:
@@ -236,9 +225,6 @@ def download(
 
 def methods_data() -> list[dict]:
     """What `equibench methods` reports, as plain data."""
-    from ..baselines.registry import METHODS
-    from ..baselines.settings import MethodOptions
-
     rows = []
     for spec in METHODS.values():
         missing = spec.requires is not None and not spec.requires.installed()
@@ -280,17 +266,13 @@ def methods(as_json: JsonOption = False) -> None:
     output.console.print(table)
 
 
-def _task_id(task_id: str):
-    """A task id as JSON gives it: an OpenML task's as the integer it is, a demo task's as its name."""
-    return int(task_id) if task_id.isdecimal() else task_id
-
-
 def suites(as_json: JsonOption = False) -> None:
     """The built-in task suites, with all their task ids."""
     from ..tasks.suites import BUILTIN_SUITES
 
-    if as_json:
-        output.print_json([{"suite": s.name, "tasks": len(s.task_ids), "task_ids": [_task_id(t) for t in s.task_ids]}
+    if as_json:  # an OpenML task's id as the integer it is, a demo task's as its name
+        output.print_json([{"suite": s.name, "tasks": len(s.task_ids),
+                            "task_ids": [int(t) if t.isdecimal() else t for t in s.task_ids]}
                            for s in BUILTIN_SUITES.values()])
         return
     table = output.table("suite", "tasks", "task ids")

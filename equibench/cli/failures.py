@@ -8,11 +8,14 @@ off flags in ``--help`` (Typer writes ``<bool>`` beside ``--dry-run``, as if it 
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
+import re
 import shlex
 import sys
 
 import typer
+import typer.rich_utils
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
@@ -37,11 +40,6 @@ _OS_ADVICE = {
 }
 
 
-def exit_code(error: BaseException) -> int | None:
-    """The exit status for ``error``; None when it is not one the CLI reports as a line."""
-    return next((code for kind, code in EXIT_CODES if isinstance(error, kind)), None)
-
-
 def message(error: Exception) -> str:
     """One line for ``error``; an OSError names its file and what to do."""
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
@@ -54,10 +52,7 @@ def with_flags(text: str, command) -> str:
     """``text`` with the library's references (in backticks, see :mod:`equibench.errors`) to an option of
     ``command`` as its flag (`jobs`: --jobs, `resume=True`: --resume, `weights={'tabicl': 'x'}`: --weights
     tabicl=x), to a step of :data:`STEPS` as its command line (`check_cache(cache='c')`: `equibench download --verify c`)."""
-    pieces = text.split("`")
-    for index in range(1, len(pieces) - 1, 2):  # the spans between two backticks
-        pieces[index] = _written(pieces[index], command) or f"`{pieces[index]}`"
-    return "".join(pieces) if len(pieces) % 2 else "".join(pieces[:-1]) + "`" + pieces[-1]
+    return re.sub(r"`([^`]*)`", lambda span: _written(span[1], command) or span[0], text)
 
 
 def _written(span: str, command) -> str | None:
@@ -101,57 +96,51 @@ def _inputs(call: ast.Call) -> list[tuple[str | None, object]]:
     return inputs
 
 
-def without_flag_types(params: list) -> list:
-    """``params`` with no value type shown for the flags (``--dry-run``, ``--no-progress``,
-    ``--help``) in ``--help``: a flag takes no value, so ``<bool>`` beside it reads as one."""
-    for param in params:
-        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
-            param.metavar = ""
-    return params
-
-
-class Command(TyperCommand):
-    """The class of every command of the app: its output names its flags (:func:`with_flags`), its ``--help`` no value types."""
+class _FlagsWithoutTypes:
+    """Shows no value type for the flags (``--dry-run``, ``--no-progress``, ``--help``) in
+    ``--help``: a flag takes no value, so ``<bool>`` beside it reads as one."""
 
     def get_params(self, ctx: typer.Context) -> list:
-        return without_flag_types(super().get_params(ctx))
+        params = super().get_params(ctx)
+        for param in params:
+            if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class Command(_FlagsWithoutTypes, TyperCommand):
+    """The class of every command of the app: its output names its flags (:func:`with_flags`), its ``--help`` no value types."""
 
     def invoke(self, ctx: typer.Context):
         output.console.words = output.errors.words = lambda text: with_flags(text, self)
         return super().invoke(ctx)
 
 
-class CommandGroup(TyperGroup):
+class CommandGroup(_FlagsWithoutTypes, TyperGroup):
     """The app's command group: an error of a command it runs (see :data:`EXIT_CODES`)
     ends the command with one ``error:`` line and its exit status instead of a traceback.
     Its own flags (``--version``, ``--help``) show no value type in ``--help``."""
 
-    def get_params(self, ctx: typer.Context) -> list:
-        return without_flag_types(super().get_params(ctx))
-
     def main(self, *args, **kwargs):
-        output.widen_piped_help()
+        # piped --help at PIPED_HELP_WIDTH, unless TERMINAL_WIDTH says otherwise; a terminal keeps its own width
+        if not os.environ.get("TERMINAL_WIDTH") and not sys.stdout.isatty():
+            typer.rich_utils.MAX_WIDTH = output.PIPED_HELP_WIDTH
         return super().main(*args, **kwargs)
 
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:  # the reader of stdout went away (e.g. `| head`): nothing left to say
-            _silence_stdout()
+            # stdout to /dev/null, so that the interpreter's last flush cannot fail again; an stdout
+            # without a file descriptor (a test runner's) has nothing to flush
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(code=1) from None
         except Exception as error:
-            code = exit_code(error)
-            if code is None:
+            code = next((code for kind, code in EXIT_CODES if isinstance(error, kind)), None)
+            if code is None:  # not an error the CLI reports as a line: a bug, with its traceback
                 raise
             output.errors.print(f"[red]error:[/red] {escape(message(error))}", highlight=False)  # in the command's words
             raise typer.Exit(code=code) from None
         finally:
             output.console.words = output.errors.words = str  # a command run next sets its own
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so that the interpreter's last flush cannot fail again."""
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):  # an stdout without a file descriptor (a test runner's) has nothing to flush
-        pass

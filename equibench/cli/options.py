@@ -6,16 +6,22 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..baselines.registry import METHODS, check_weights, weights_methods
 from ..errors import InvalidInputError
 from .completion import complete_weights
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """The items of a comma-separated list, stripped, the blank ones left out."""
+    return tuple(filter(None, (part.strip() for part in text.split(","))))
+
+
 def int_list(text: str, option: str) -> tuple[int, ...]:
     """``"0,1,2"`` or ``"0-2"`` (or a mix) given to the flag ``option`` -> (0, 1, 2)."""
     values = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in comma_list(text):
         low, _, high = part.partition("-")
         try:
             low, high = int(low), int(high) if high else None
@@ -31,8 +37,6 @@ def int_list(text: str, option: str) -> tuple[int, ...]:
 
 def _weights_help() -> str:
     """``--weights``' help: the form, then each method that takes weights, from the registry."""
-    from ..baselines.registry import METHODS
-
     methods = "; ".join(f"{name}={spec.weights.metavar}: {spec.weights.what}"
                         + (f", default ${spec.weights.env}" if spec.weights.env else "")
                         for name, spec in METHODS.items() if spec.weights is not None)
@@ -47,8 +51,6 @@ WeightsOption = Annotated[Optional[list[str]], typer.Option(metavar="METHOD=PATH
 def weights_map(values: list[str] | None) -> dict[str, str]:
     """``--weights`` values (``METHOD=PATH``, each method once) as ``MethodOptions.weights``;
     refused unless each names a method that takes weights."""
-    from ..baselines.registry import check_weights, weights_methods
-
     weights: dict[str, str] = {}
     for value in values or []:
         method, _, path = value.partition("=")

@@ -7,11 +7,8 @@ Results go to :data:`console` (stdout); progress bars, warnings and errors to :d
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import typer
-import typer.rich_utils
 from rich.console import Console
 from rich.table import Table
 
@@ -39,13 +36,6 @@ errors = _console(stderr=True)
 #: option names with an ellipsis ("--grad-accumula…") and fold choices mid-word; at 160 every
 #: option name and choice list fits on its line.
 PIPED_HELP_WIDTH = 160
-
-
-def widen_piped_help() -> None:
-    """Lay out piped ``--help`` at :data:`PIPED_HELP_WIDTH` unless ``TERMINAL_WIDTH`` says otherwise;
-    a terminal keeps its own width."""
-    if not os.environ.get("TERMINAL_WIDTH") and not sys.stdout.isatty():
-        typer.rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
 
 
 def table(*columns: str, title: str | None = None) -> Table:

@@ -11,9 +11,10 @@ import typer
 from rich.markup import escape
 
 from .. import __version__
+from ..baselines.settings import MethodOptions
 from ..errors import InvalidInputError
 from . import output
-from .options import JsonOption, WeightsOption, int_list, weights_map
+from .options import JsonOption, WeightsOption, comma_list, int_list, weights_map
 
 
 def equivariance(
@@ -34,7 +35,6 @@ def equivariance(
     """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy; also of each PFN method given --weights (e.g. tabpfn-v2, tabicl, equitabpfn-official), through its classifier with one member."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    from ..baselines.settings import MethodOptions
     from ..equivariance import EquivarianceConfig, run_equivariance
     from ..equivariance.methods import weighted_methods
     from ..progress import Progress
@@ -60,8 +60,7 @@ def equivariance(
     try:
         frame = run_equivariance(
             config, out, toy=toy, toy_grid=toy_grid, log=lambda line: bar.console.print(line, highlight=False),
-            progress=advance, toy_methods=tuple(filter(None, (name.strip() for name in toy_methods.split(",")))),
-            options=options,
+            progress=advance, toy_methods=comma_list(toy_methods), options=options,
         )
     finally:
         if bar.live.is_started:
@@ -91,12 +90,11 @@ def boundaries(
     """Binary decision boundaries of several methods on 3 two-dimensional datasets (moons, circles, linearly separable), the PFNs with one member."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    from ..baselines.settings import MethodOptions
     from ..boundaries import BoundaryConfig, caption, run_boundaries
     from ..progress import Progress
 
     config = BoundaryConfig(
-        **({} if methods is None else {"methods": tuple(filter(None, (name.strip() for name in methods.split(","))))}),
+        **({} if methods is None else {"methods": comma_list(methods)}),
         samples=samples, grid=grid, seed=seed,
         options=MethodOptions(weights=weights_map(weights), device=device),
     )
@@ -282,14 +280,7 @@ def info(
     if as_json:
         output.print_json(data)
         return
-    hardware = []
-    if not data["checkpoints"]:
-        output.console.print(
-            "packaged checkpoints: none yet. Pass checkpoint=PATH (a file written by "
-            "`equibench pretrain`) to the classifiers."
-        )
-    else:
-        hardware = _print_checkpoints(data["checkpoints"], verbose)
+    hardware = _print_checkpoints(data["checkpoints"], verbose)
     output.console.print(f"[bold]equibench[/bold] {__version__}; python {data['python']}, torch {data['torch']}")
     device = data["device"]
     if device["type"] in ("cuda", "mps"):
@@ -308,6 +299,10 @@ def info(
 def _print_checkpoints(checkpoints: list[dict], verbose: bool) -> list[str]:
     """Print the table of the packaged checkpoints, their quality and their cards; return the
     lines on the hardware that trained them (long: ``info`` prints them last, with --verbose)."""
+    if not checkpoints:
+        output.console.print("packaged checkpoints: none yet. Pass checkpoint=PATH (a file written by "
+                             "`equibench pretrain`) to the classifiers.")
+        return []
     table = output.table("file", "arch", "size", "parameters", "steps", "datasets seen", "quality",
                          title="packaged checkpoints")
     quality, cards, hardware = [], [], []

@@ -47,11 +47,10 @@ def score(
     fold_list = int_list(folds, "--folds")
     for path in out or ():
         _check_out_file(path, overwrite)
-    command = _command_line(context)
     settings = {"device": device, **({} if n_estimators is None else {"n_estimators": n_estimators})}
     scorecard = score_checkpoint(checkpoint, openml_cache=openml_cache, folds=fold_list, threads=threads,
                                  progress=progress, console=output.errors, **settings)
-    scorecard.command = command
+    scorecard.command = _command_line(context)
     markdown = scorecard.to_markdown()
     for path in out or ():
         atomic_write_text(path, markdown if path.suffix == ".md" else json.dumps(scorecard.to_dict(), indent=1) + "\n")
@@ -82,9 +81,7 @@ def _command_line(context: typer.Context) -> str:
 
 
 def _check_out_file(out: Path, overwrite: bool) -> None:
-    """Refuse, before any scoring, an ``--out`` that cannot be written: not a .md or .json file,
-    a folder, a file in a folder that is missing or not writable, or one that exists (unless
-    ``overwrite``)."""
+    """Refuse, before any scoring, an ``--out`` that cannot be written."""
     if out.is_dir():
         raise InvalidInputError(f"--out {str(out)!r} is a folder; give a file path, e.g. {str(out / 'score.md')!r}")
     if out.exists() and not overwrite:

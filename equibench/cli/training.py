@@ -23,16 +23,13 @@ else:
     import tomli as tomllib
 
 from ..errors import InvalidInputError
+
+# torch-free configuration modules: --help shows their defaults without importing torch
 from ..model.config import ARCH_ALIASES, ARCHITECTURES, SIZES
 from ..pretrain.config import SCHEDULES, TrainConfig
 from ..pretrain.recipe import RECIPES_DIR
 from ..prior.config import FEATURE_COUNTS, PriorConfig
 from . import output
-
-# torch-free configuration modules: --help shows their defaults without importing torch
-SIZE_NAMES = tuple(SIZES)
-SCHEDULE_NAMES = SCHEDULES
-FEATURE_COUNT_NAMES = FEATURE_COUNTS
 
 
 def _shown(config: type, name: str) -> str:
@@ -43,9 +40,9 @@ def _shown(config: type, name: str) -> str:
 
 
 Arch = Enum("Arch", {name: name for name in sorted({*ARCHITECTURES, *ARCH_ALIASES})}, type=str)
-Size = Enum("Size", {name: name for name in SIZE_NAMES}, type=str)
-Schedule = Enum("Schedule", {name: name for name in SCHEDULE_NAMES}, type=str)
-FeatureCounts = Enum("FeatureCounts", {name: name for name in FEATURE_COUNT_NAMES}, type=str)
+Size = Enum("Size", {name: name for name in SIZES}, type=str)
+Schedule = Enum("Schedule", {name: name for name in SCHEDULES}, type=str)
+FeatureCounts = Enum("FeatureCounts", {name: name for name in FEATURE_COUNTS}, type=str)
 WeightsDtype = Enum("WeightsDtype", {name: name for name in ("float32", "float16", "bfloat16")}, type=str)
 
 
@@ -113,14 +110,9 @@ def _list_recipes(value: str | None) -> str | None:
 
 #: ``equibench pretrain`` with neither --out nor --recipe: this shipped recipe (the first stage of
 #: the packaged checkpoints: schedule-free, so a model stopped at any step is usable) for this
-#: many minutes (unless --time-limit says otherwise), into :func:`default_out`.
+#: many minutes (unless --time-limit says otherwise), into the default --out, runs/pretrain-<arch>.
 QUICK_START_RECIPE = "small-cpu"
 QUICK_START_MINUTES = 5.0
-
-
-def default_out(arch: str) -> Path:
-    """The run folder of ``equibench pretrain`` without --out, e.g. runs/pretrain-equitabpfn."""
-    return Path("runs") / f"pretrain-{arch}"
 
 
 #: Steps averaged at each end of the run for the loss-drop line.
@@ -149,16 +141,6 @@ def _loss_drop(out: Path) -> str | None:
     first, last = losses.iloc[:window].mean(), losses.iloc[-window:].mean()
     return (f"training loss {first:.3f} -> {last:.3f} over steps 1..{int(steps['step'].iloc[-1])} "
             f"(means of the first and last {window} steps)")
-
-
-def _how_to_use(model_path: Path, arch: str) -> str:
-    """The end-of-run lines that say how to use the model in ``model_path``."""
-    from ..classifier.classifiers import CLASSIFIERS
-
-    classifier = CLASSIFIERS[arch].__name__
-    path = model_path.as_posix()
-    return (f"use it:   from equibench import {classifier}; {classifier}(checkpoint=\"{path}\")\n"
-            f"score it: equibench score {shlex.quote(path)}")
 
 
 def _will_train(out: Path, resume: bool, overwrite: bool) -> bool:
@@ -244,8 +226,7 @@ def pretrain(
                   norm_first=norm_first, qk_norm=qk_norm)
     arch_name = ARCH_ALIASES.get(Arch(arch).value, Arch(arch).value)
     quick_start = out_dir is None and recipe is None
-    if out_dir is None:
-        out_dir = default_out(arch_name)
+    out_dir = out_dir or Path("runs") / f"pretrain-{arch_name}"
     if quick_start:
         recipe = QUICK_START_RECIPE
         time_limit = QUICK_START_MINUTES if time_limit is None else time_limit
@@ -275,25 +256,30 @@ def pretrain(
 
 def _report_outcome(outcome, out: Path, arch: str, quick_start_minutes: float | None) -> None:
     """What a finished or stopped run prints: where the model is, the loss drop of a stopped run,
-    what a quick start's model is, how to use it; exit status 130 after a stop request."""
+    what a quick start's model is, how to use it; exit status 130 after a stop request (a
+    finished run has no ``stopped_by``)."""
+    from ..classifier.classifiers import CLASSIFIERS
+
     if outcome.finished:
         output.console.print(f"model written to {outcome.model_path}", highlight=False)
-        output.console.print(escape(_how_to_use(outcome.model_path, arch)), highlight=False, soft_wrap=True)
-        return
-    cause = {"time limit": "--time-limit", "stop request": "Ctrl-C or SIGTERM"}[outcome.stopped_by]
-    output.console.print(
-        f"stopped by {cause} at step {outcome.step} of {outcome.steps}, checkpointed; {outcome.model_path} "
-        "holds the model so far. Continue with the same command plus --resume.", highlight=False,
-    )
-    drop = _loss_drop(out)
-    if drop is not None:
-        output.console.print(drop, highlight=False)
-    if quick_start_minutes is not None:
+    else:
+        cause = {"time limit": "--time-limit", "stop request": "Ctrl-C or SIGTERM"}[outcome.stopped_by]
         output.console.print(
-            f"a {quick_start_minutes:g}-minute model is a demo of the training loop, not a usable classifier: the "
-            "packaged checkpoints trained for 11.6 and 49.4 hours (docs/MODEL_CARD.md); docs/PRETRAINING.md gives "
-            "the commands of full runs", highlight=False)
-    output.console.print(escape(_how_to_use(outcome.model_path, arch)), highlight=False, soft_wrap=True)
+            f"stopped by {cause} at step {outcome.step} of {outcome.steps}, checkpointed; {outcome.model_path} "
+            "holds the model so far. Continue with the same command plus --resume.", highlight=False,
+        )
+        drop = _loss_drop(out)
+        if drop is not None:
+            output.console.print(drop, highlight=False)
+        if quick_start_minutes is not None:
+            output.console.print(
+                f"a {quick_start_minutes:g}-minute model is a demo of the training loop, not a usable classifier: "
+                "the packaged checkpoints trained for 11.6 and 49.4 hours (docs/MODEL_CARD.md); docs/PRETRAINING.md "
+                "gives the commands of full runs", highlight=False)
+    classifier = CLASSIFIERS[arch].__name__
+    path = outcome.model_path.as_posix()
+    output.console.print(escape(f"use it:   from equibench import {classifier}; {classifier}(checkpoint=\"{path}\")\n"
+                                f"score it: equibench score {shlex.quote(path)}"), highlight=False, soft_wrap=True)
     if outcome.stopped_by == "stop request":
         raise typer.Exit(code=130)
 
@@ -315,9 +301,8 @@ def export(
     if out.exists() and not overwrite:
         raise InvalidInputError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")
     source = run_or_checkpoint
-    if run_or_checkpoint.is_dir():
-        has_state = (run_or_checkpoint / STATE_FILE).exists()
-        source = model_file(run_or_checkpoint) if has_state else run_or_checkpoint / MODEL_FILE
+    if source.is_dir():
+        source = model_file(source) if (source / STATE_FILE).exists() else source / MODEL_FILE
     model, card = load_checkpoint(source)
     path = save_checkpoint(model, out, card, weights_dtype=WeightsDtype(weights_dtype).value)
     output.console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {card.steps} steps)")

@@ -8,10 +8,7 @@ methods run with the user's weights through their classifiers, and draws the pap
 equivariance-gap figure and its 9-point 3x3-grid illustration.
 
 The metric (the arg-max change and log-probability comparison, permutation ensembles) is
-:mod:`equibench.equivariance_metric`, shared with pretraining's validation. Modules:
-:mod:`.experiment` (prior datasets, measuring models over K and ensemble sizes),
-:mod:`.methods` (the PFN methods with the user's weights),
-:mod:`.toy` (the 9-point problem), :mod:`.figures` and :mod:`.files` (the results folder).
+:mod:`equibench.equivariance_metric`, shared with pretraining's validation.
 """
 
 from .experiment import EquivarianceConfig, measure_equivariance

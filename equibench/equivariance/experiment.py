@@ -54,18 +54,13 @@ def arch_label(arch: str) -> str:
     return method_spec(arch).plain_label
 
 
-def default_checkpoints() -> tuple[Path, ...]:
-    """The packaged EquiTabPFN and TabPFN* checkpoints."""
-    return tuple(default_checkpoint(arch) for arch in ARCHITECTURES)
-
-
 @dataclass(frozen=True)
 class EquivarianceConfig:
     """What ``equibench equivariance`` measures; validated on construction. ``methods``: PFN
     methods of the registry measured through their own classifiers with the user's weights
     (:mod:`.methods`), besides the checkpoints' networks."""
 
-    checkpoints: tuple[Path, ...] = field(default_factory=default_checkpoints)
+    checkpoints: tuple[Path, ...] = field(default_factory=lambda: tuple(map(default_checkpoint, ARCHITECTURES)))
     methods: tuple[str, ...] = ()
     classes: tuple[int, ...] = (2, 4, 8, 10)
     ensembles: tuple[int, ...] = (1, 2, 4, 8, 16)
@@ -177,12 +172,6 @@ def _member_log_probs(
     return unpermute(log_probs, relabels[:, :, None, :].cpu())
 
 
-def forward_batch_size(model: nn.Module, rows: int, n_classes: int) -> int:
-    """(dataset, relabelling) pairs per network call: EquiTabPFN has 1 + K token slots per
-    row, TabPFN* one."""
-    return max(1, min(FORWARD_BATCH, FORWARD_TOKENS // (rows * model.token_slots(n_classes))))
-
-
 def measure_model(
     model: nn.Module, data: PriorDatasets, n_classes: int, sigma: torch.Tensor, members: torch.Tensor,
     ensembles: tuple[int, ...], temperature: float, tie_tolerance: float, device: torch.device,
@@ -196,7 +185,8 @@ def measure_model(
     n_train, n_members = data.n_train, members.shape[1]
     composed = members.gather(2, sigma[:, None, :].expand_as(members))  # (D, E, K): k -> pi_e[sigma[k]]
     relabels = torch.cat([members, composed], dim=1)  # (D, 2E, K)
-    batch = forward_batch_size(model, data.x.shape[1], n_classes)
+    # (dataset, relabelling) pairs per network call: EquiTabPFN has 1 + K token slots per row, TabPFN* one
+    batch = max(1, min(FORWARD_BATCH, FORWARD_TOKENS // (data.x.shape[1] * model.token_slots(n_classes))))
     per_call = max(1, batch // (2 * n_members))
     fractions, rms = [], []
     for start in range(0, len(sigma), per_call):
@@ -216,9 +206,7 @@ def measure_model(
 
 def _spread(values: np.ndarray) -> tuple[float, float, float]:
     """mean, standard deviation (ddof 1) and standard error; NaN spread for one value."""
-    if len(values) < 2:
-        return float(values.mean()), math.nan, math.nan
-    std = float(values.std(ddof=1))
+    std = float(values.std(ddof=1)) if len(values) > 1 else math.nan
     return float(values.mean()), std, std / math.sqrt(len(values))
 
 

@@ -14,7 +14,6 @@ from ..baselines.registry import method_spec
 from ..baselines.settings import MethodOptions
 from ..classifier.checkpoints import checkpoint_sha256
 from ..errors import InvalidInputError
-from ..model import load_checkpoint
 from ..model.checkpoint import packaged_checkpoint_dir
 from ..tables import markdown_table
 from .experiment import TRAIN_FRACTION, EquivarianceConfig, arch_label, measure_equivariance
@@ -30,12 +29,8 @@ from .methods import PROBABILITY_FLOOR
 from .toy import TOY_ORDERINGS, differs_from_identity, method_toy, nine_point_toy, toy_models
 
 
-def _percent(mean: float, sem: float) -> str:
-    return f"{100 * mean:.2f}" + ("" if math.isnan(sem) else f" ± {100 * sem:.2f}")
-
-
-def _rms(mean: float, sem: float) -> str:
-    return f"{mean:.3g}" + ("" if math.isnan(sem) else f" ± {sem:.2g}")
+def _mean_sem(mean: float, sem: float, spec: str, sem_spec: str) -> str:
+    return f"{mean:{spec}}" + ("" if math.isnan(sem) else f" ± {sem:{sem_spec}}")
 
 
 def results_display(frame: pd.DataFrame) -> pd.DataFrame:
@@ -45,9 +40,9 @@ def results_display(frame: pd.DataFrame) -> pd.DataFrame:
         "arch": [arch_label(arch) for arch in frame["arch"]],
         "K": frame["K"].astype(str).to_numpy(),
         "ensemble": frame["ensemble"].astype(str).to_numpy(),
-        "arg-max changes (%)": [_percent(m, s) for m, s in zip(frame["argmax_change_fraction"],
-                                                               frame["argmax_change_sem"])],
-        "log-prob RMS": [_rms(m, s) for m, s in zip(frame["logit_rms"], frame["logit_rms_sem"])],
+        "arg-max changes (%)": [_mean_sem(100 * m, 100 * s, ".2f", ".2f") for m, s in
+                                zip(frame["argmax_change_fraction"], frame["argmax_change_sem"])],
+        "log-prob RMS": [_mean_sem(m, s, ".3g", ".2g") for m, s in zip(frame["logit_rms"], frame["logit_rms_sem"])],
         "datasets": frame["n_datasets"].astype(str).to_numpy(),
     })
 
@@ -118,15 +113,13 @@ def run_equivariance(config: EquivarianceConfig, out: Path, toy: bool = True, to
                      toy_methods: tuple[str, ...] = (), options: MethodOptions | None = None) -> pd.DataFrame:
     """Measure (``config.methods`` with ``options``' weights), then write equivariance.csv/.md,
     equivariance-gap.png/.pdf, nine-point-toy.png/.pdf (unless ``toy`` is False) and README.md
-    into ``out``. The toy also
-    has a row per method of ``toy_methods`` (registry names, e.g. ``tabpfn-v1``, run with
-    ``options``' weights) that can run here; the others are named, with why, in the notes."""
+    into ``out``. The toy also has a row per method of ``toy_methods`` (registry names, e.g.
+    ``tabpfn-v1``, run with ``options``' weights) that can run here; the others are named, with
+    why, in the notes."""
     if toy_grid < 2:
         raise InvalidInputError(f"`toy_grid` needs at least 2 points per side, got {toy_grid}")
     for name in toy_methods:
         method_spec(name)
-    for path in config.checkpoints:
-        load_checkpoint(path)  # fail on a bad file before any work
     started = time.perf_counter()
     options = options or MethodOptions(device=config.device)
     frame = measure_equivariance(config, log, progress, options)

@@ -173,7 +173,13 @@ class DaskBackend(CellBackend):
         self._resubmitted: Counter = Counter()  # cell -> times submitted again after losing its data
         self._size, self._size_checked = (0, 0), -float("inf")  # see _cluster_size
         try:
-            self._check_worker_versions()
+            theirs = client.run(_equibench_version)  # worker address -> version
+            wrong = {address: version for address, version in theirs.items() if version != __version__}
+            if wrong:
+                raise InvalidInputError(
+                    f"Dask workers run other equibench versions than this client ({__version__}): {wrong}; install "
+                    "the same version on every worker"
+                )
         except BaseException:
             self.close()
             raise
@@ -211,16 +217,6 @@ class DaskBackend(CellBackend):
                 "`dask scheduler` and workers with `dask worker ADDRESS`, or use `scheduler='local:N'`"
             ) from None
         return cls(client)
-
-    def _check_worker_versions(self) -> None:
-        ours = _equibench_version()
-        theirs = self.client.run(_equibench_version)  # worker address -> version
-        wrong = {address: version for address, version in theirs.items() if version != ours}
-        if wrong:
-            raise InvalidInputError(
-                f"Dask workers run other equibench versions than this client ({ours}): {wrong}; install the same "
-                "version on every worker"
-            )
 
     def begin(self, cells: list[Cell]) -> None:
         self._cells_left = Counter(cell.task_id for cell in cells)

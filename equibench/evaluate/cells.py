@@ -74,9 +74,7 @@ def failed_row(cell: Cell, seed: int, reason: str) -> dict:
     }
 
 
-@functools.lru_cache(maxsize=4)
-def cached_task(task_id: str, openml_cache: str | None, file_tasks: tuple = ()) -> Task:
-    return load_task(task_id, openml_cache, file_tasks)
+cached_task = functools.lru_cache(maxsize=4)(load_task)  # a worker runs a task's cells one after another
 
 
 @functools.lru_cache(maxsize=8)
@@ -119,7 +117,9 @@ def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellO
             dataset=data["name"], n_train=len(data["y_train"]), n_val=len(data["y_val"]), n_test=len(data["y_test"]),
             n_features=data["n_features"], n_features_used=data["X_train"].shape[1], n_classes=data["n_classes"],
         )
-        _seed_everything(context.seed)
+        random.seed(context.seed)
+        np.random.seed(context.seed)
+        torch.manual_seed(context.seed)
         method = method_spec(cell.method).implementation()(data["n_classes"], context.seed, cell.settings)
         started = time.perf_counter()
         method.fit(data["X_train"], data["y_train"], data["X_val"], data["y_val"])
@@ -139,12 +139,6 @@ def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellO
     except Exception as error:  # a failing cell is recorded, the run goes on
         reason = f"{type(error).__name__}: {error}".splitlines()[0][:500]
         return CellOutcome({**row, "status": "failed", "reason": reason}, traceback=traceback.format_exc())
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 _cells_lock = threading.Lock()

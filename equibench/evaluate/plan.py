@@ -5,13 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.console import Console
-from rich.markup import escape
-
 from ..baselines.registry import METHODS
 from ..baselines.settings import Settings
 from ..errors import InvalidInputError, TaskUnavailableError
-from ..tasks.cache_check import cache_gap_messages
 from ..tasks.openml import TaskNotCachedError, is_cached
 from ..tasks.suites import Suite, load_task
 from ..tasks.user_data import PREFIX as FILE_PREFIX
@@ -47,12 +43,11 @@ def task_infos(suite: Suite, openml_cache: str | None, source: str | None = None
                 error.cache = source
             infos[task_id] = TaskInfo(n_folds=0, missing=error)
             unreachable = error if error.unreachable else unreachable
-            continue
         except TaskUnavailableError as error:
             message = str(error) if openml_cache is None or source is None else str(error).replace(openml_cache, source)
             infos[task_id] = TaskInfo(n_folds=0, error=message)
-            continue
-        infos[task_id] = TaskInfo(n_folds=task.n_folds, n_rows=len(task.y), n_classes=len(task.classes))
+        else:
+            infos[task_id] = TaskInfo(n_folds=task.n_folds, n_rows=len(task.y), n_classes=len(task.classes))
     return infos
 
 
@@ -110,10 +105,3 @@ def missing_groups(config: EvaluateConfig, suite: Suite, infos: dict[str, TaskIn
                    f"point `openml_cache` at your OpenML cache folder (DIR), or fill one where a network is with `{fetch}`; "
                    "then run again with `openml_cache` DIR")
 
-
-def warn_of_cache_gaps(config: EvaluateConfig, suite: Suite, console: Console) -> None:
-    """Name the OpenML tasks the given cache lacks (unless it holds none: then the run's end, or
-    its refusal, says so once) and those it holds damaged files of, before any task loads or
-    cell runs."""
-    for message in cache_gap_messages(suite, config.resolved_openml_cache(), when_some_held=True):
-        console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)

@@ -187,8 +187,7 @@ def _proba_damage(root: Path, row: dict) -> str | None:
     path = root / row["proba_file"]
     if not path.is_file():
         return f"{row['proba_file']} is missing"
-    content = path.read_bytes()
-    if hashlib.sha256(content).hexdigest() != row.get("proba_sha256"):
+    if hashlib.sha256(path.read_bytes()).hexdigest() != row.get("proba_sha256"):
         return f"{row['proba_file']} does not match its recorded SHA-256 (truncated or modified)"
     return None
 
@@ -199,10 +198,9 @@ def read_cells(root: Path) -> tuple[dict[str, dict], dict[str, str]]:
     for path in cell_files(root):
         try:
             row = read_cell(path)
+            reason = _proba_damage(root, row)
         except ValueError as error:
-            damaged[path.stem] = str(error)
-            continue
-        reason = _proba_damage(root, row)
+            reason = str(error)
         if reason is None:
             rows[path.stem] = row
         else:

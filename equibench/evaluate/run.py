@@ -1,11 +1,7 @@
-"""`equibench evaluate`: every method on every task and fold of a suite, resumable.
-
-A *cell* is (task, fold, method, settings), stored under its settings' variant (see cells
-and baselines.settings). Workers run cells and return a row and
-the test probabilities; only this process writes the results store (see results_store). Cells
-run through a backend (see backends): this process, local worker processes or a Dask cluster.
-A run loads its suite once, plans its cells (see config and plan), shows its progress (see
-progress) and returns its summary (see summary).
+"""`equibench evaluate`: resume a suite's run and run its pending cells (the package's docstring
+names the modules it uses). Workers run cells and return a row and the test probabilities; only
+this process writes the results store. A *cell* is (task, fold, method, settings), stored under
+its settings' variant (see baselines.settings).
 """
 
 from __future__ import annotations
@@ -20,18 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
-from ..baselines.settings import Settings
 from ..errors import InvalidInputError
 from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from ..progress import plain_every_s
+from ..tasks.cache_check import cache_gap_messages
 from ..tasks.openml import working_cache
 from ..tasks.suites import Suite, load_suite
 from ..tasks.user_data import frame_suite
 from .backends import CellBackend, LocalBackend
 from .cells import Cell, CellContext, CellOutcome, failed_row
 from .config import EvaluateConfig, prepared_settings, run_fingerprint
-from .plan import TaskInfo, estimated_cost, missing_groups, plan_cells, task_infos, warn_of_cache_gaps
+from .plan import TaskInfo, estimated_cost, missing_groups, plan_cells, task_infos
 from .progress import CellsProgress, CellsWork, progress_columns, running_text
 from .results_store import ResultsStore
 from .run_manifest import (
@@ -42,7 +39,7 @@ from .run_manifest import (
     recorded_settings,
     start_invocation,
 )
-from .summary import EvaluateSummary, check_something_loads, stored_rows
+from .summary import EvaluateSummary, stored_rows
 
 
 def evaluate(
@@ -71,25 +68,28 @@ def evaluate(
         plain_every_s()  # a bad EQUIBENCH_PROGRESS_EVERY_S is refused before the folder is touched
     console = console or Console(stderr=True)
     suite = load_suite(config.suite)
-    warn_of_cache_gaps(config, suite, console)
+    # the OpenML tasks the given cache lacks (unless it holds none: the run's end, or its refusal, says so once)
+    # and those it holds damaged files of, named before any task loads or cell runs
+    for message in cache_gap_messages(suite, config.resolved_openml_cache(), when_some_held=True):
+        console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="equibench-dry-run-") as scratch:
-            store = ResultsStore(out_dir)
-            run = _prepare(config, suite, out_dir, store, False, Path(scratch) / "openml-cache")
-            summary = _summary(config, out_dir, store, run)
-            summary.rows = stored_rows(store, summary.cells)
+            _, summary = _prepare(config, suite, out_dir, ResultsStore(out_dir), False, Path(scratch) / "openml-cache")
             return summary
     created = not out_dir.exists()
     with locked_folder(out_dir) as lock:
         try:
             store = ResultsStore(out_dir)
             store.remove_stray_temporaries()
-            run = _prepare(config, suite, out_dir, store, rerun_changed, out_dir / "openml-cache")
-            summary = _summary(config, out_dir, store, run)
-            check_something_loads(summary)
+            run, summary = _prepare(config, suite, out_dir, store, rerun_changed, out_dir / "openml-cache")
+            if summary.pending and len(summary.missing_cells) == len(summary.pending):  # their tasks are all missing
+                raise InvalidInputError("nothing can run: " + "; ".join(summary.missing_groups)
+                                        + (f". Next: {summary.next_step}" if summary.next_step else ""))
         except BaseException:
-            if created:  # rejected before any work: leave no folder behind
-                _empty_rejected(out_dir)
+            if created:  # rejected before any work: leave no folder behind (it holds only what this run copied)
+                for child in out_dir.iterdir():
+                    if child.name not in (LOCK_FILE, HOLDER_FILE):
+                        shutil.rmtree(child) if child.is_dir() else child.unlink()
                 lock.remove_folder = True
             raise
         try:
@@ -128,19 +128,18 @@ def evaluate_frame(frame, target: str, out: str | os.PathLike, *, name: str = "f
 
 @dataclass
 class _Run:
-    """What a run was prepared with (see :func:`_prepare`)."""
+    """What a run's cells are run with (see :func:`_prepare`)."""
 
-    suite: Suite
     context: CellContext
     fingerprint: dict
     infos: dict[str, TaskInfo]
-    settings: dict[str, Settings]  # method -> prepared settings
 
 
 def _prepare(config: EvaluateConfig, suite: Suite, out_dir: Path, store: ResultsStore, rerun_changed: bool,
-             work_cache: Path) -> _Run:
+             work_cache: Path) -> tuple[_Run, EvaluateSummary]:
     """Resolve the settings, check them against the stored cells (replacing those of changed
-    methods when ``rerun_changed``) and load every task of ``suite`` once."""
+    methods when ``rerun_changed``), load every task of ``suite`` once, and plan the run before
+    any cell runs: its cells, those pending, and its missing and damaged tasks and cells."""
     settings = prepared_settings(config)
     fingerprint = run_fingerprint(config, settings, suite)
     manifest_path = out_dir / MANIFEST
@@ -156,30 +155,20 @@ def _prepare(config: EvaluateConfig, suite: Suite, out_dir: Path, store: Results
         if source is not None:
             working = str(working_cache(source, work_cache))
     context = CellContext(working, config.seed, config.threads_per_cell, file_tasks=suite.files)
-    return _Run(suite, context, fingerprint, task_infos(suite, working, source), settings)
-
-
-def _summary(config: EvaluateConfig, out_dir: Path, store: ResultsStore, run: _Run) -> EvaluateSummary:
-    """The run as planned, before any cell runs: its cells, those pending, and its missing and
-    damaged tasks and cells."""
-    cells = plan_cells(config, run.suite, run.infos, run.settings)
+    infos = task_infos(suite, working, source)
+    cells = plan_cells(config, suite, infos, settings)
     finished = store.finished_keys()
     pending = [cell for cell in cells if cell.key not in finished]
-    task_errors = {task_id: info.error for task_id, info in run.infos.items() if info.error}
+    task_errors = {task_id: info.error for task_id, info in infos.items() if info.error}
     damaged = {key: reason for key, reason in store.damaged.items() if key in {cell.key for cell in cells}}
     pending_tasks = {cell.task_id for cell in pending}
-    missing = {task_id: str(info.missing) for task_id, info in run.infos.items()
+    missing = {task_id: str(info.missing) for task_id, info in infos.items()
                if info.missing is not None and task_id in pending_tasks}
-    groups, next_step = missing_groups(config, run.suite, run.infos, pending_tasks)
-    return EvaluateSummary(out_dir, cells, pending, Counter(), task_errors, damaged, missing=missing,
-                           suite=run.suite.name, next_step=next_step, missing_groups=groups)
-
-
-def _empty_rejected(out_dir: Path) -> None:
-    """Empty the folder a rejected run created: it holds only what that run copied."""
-    for child in out_dir.iterdir():
-        if child.name not in (LOCK_FILE, HOLDER_FILE):
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    groups, next_step = missing_groups(config, suite, infos, pending_tasks)
+    summary = EvaluateSummary(out_dir, cells, pending, Counter(), task_errors, damaged, missing=missing,
+                              rows=stored_rows(store, cells), suite=suite.name, next_step=next_step,
+                              missing_groups=groups)
+    return _Run(context, fingerprint, infos), summary
 
 
 def _run_cells(config: EvaluateConfig, store: ResultsStore, run: _Run, summary: EvaluateSummary,
@@ -189,18 +178,15 @@ def _run_cells(config: EvaluateConfig, store: ResultsStore, run: _Run, summary: 
     out_dir = summary.out_dir
     invocation = start_invocation(out_dir, config, run.fingerprint, len(summary.cells), len(summary.pending))
     runnable = []
-    stored = {row["key"] for row in store.rows() if "key" in row}
     for cell in summary.pending:
         if cell.task_id in summary.missing:  # not here at all: no row, named once per cause
-            if cell.key in stored:  # a failed row of an earlier run (its reason only): missing now
+            if cell.key in summary.rows:  # a failed row of an earlier run (its reason only): missing now
                 store.forget(cell.key)
-            continue
-        error = summary.task_errors.get(cell.task_id)
-        if error is None:
+        elif cell.task_id in summary.task_errors:
+            store.write(cell.key, failed_row(cell, config.seed, summary.task_errors[cell.task_id]))
+            summary.counts["failed"] += 1
+        else:
             runnable.append(cell)
-            continue
-        store.write(cell.key, failed_row(cell, config.seed, error))
-        summary.counts["failed"] += 1
     store.write_table()
     backend = backend or LocalBackend()
     costs = {cell: estimated_cost(cell, run.infos[cell.task_id]) for cell in runnable}
@@ -208,9 +194,10 @@ def _run_cells(config: EvaluateConfig, store: ResultsStore, run: _Run, summary: 
         runnable.sort(key=lambda cell: -costs[cell])
     work = CellsWork(costs, backend.workers())  # the time left comes from it: this run's cells only
     running: dict[str, Cell] = {}  # submitted and not finished, in submission order
+    interrupted = True  # until every cell is done: Ctrl-C, SIGTERM or a failure
     try:
         with CellsProgress(*progress_columns(console), console=console, disable=not progress or not runnable) as bar:
-            task = bar.add_task(f"evaluate {run.suite.name}", total=len(runnable), ok=0, skipped=0, failed=0,
+            task = bar.add_task(f"evaluate {summary.suite}", total=len(runnable), ok=0, skipped=0, failed=0,
                                 workers=backend.workers(), running="", work=work)
 
             def started(cell: Cell) -> None:
@@ -229,12 +216,10 @@ def _run_cells(config: EvaluateConfig, store: ResultsStore, run: _Run, summary: 
                 bar.update(task, advance=1, workers=backend.workers(), running=running_text(running, backend.workers()),
                            **{s: summary.counts[s] for s in ("ok", "skipped", "failed")})
                 store.write_table_if_due()
-    except BaseException:
+        interrupted = False
+    finally:
         store.write_table()
-        finish_invocation(out_dir, invocation, summary.counts, interrupted=True, missing=sorted(summary.missing))
-        raise
-    store.write_table()
-    finish_invocation(out_dir, invocation, summary.counts, missing=sorted(summary.missing))
+        finish_invocation(out_dir, invocation, summary.counts, interrupted, missing=sorted(summary.missing))
 
 
 def _run(cells: list[Cell], context: CellContext, backend: CellBackend, started: Callable[[Cell], None]):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -94,11 +95,9 @@ def _other_tasks(out_dir: Path, saved: dict, now: dict) -> str:
             "of their own with a new `out_dir`, and give both folders to one report (`results_dirs`)")
 
 
-def recorded_settings(saved: dict | None, current: dict, kept: set[str]) -> dict:
+def recorded_settings(saved: dict, current: dict, kept: set[str]) -> dict:
     """The settings a folder's manifest records after a run: ``current``, except for the
     methods in ``kept`` (stored cells this run leaves as they are), which keep ``saved``'s."""
-    if saved is None:
-        return current
     before = saved["methods"]
     return {**current, "methods": {**current["methods"], **{name: before[name] for name in kept if name in before}}}
 
@@ -109,14 +108,10 @@ def _without_threads(fingerprint: dict) -> dict:
 
 def _threads_refusal(out_dir: Path, before: set, now: int) -> str:
     """Why a run whose stored cells ran on the thread counts ``before`` cannot resume on ``now``."""
-    if len(before) > 1:
-        counts = ", ".join(map(str, sorted(before)))
-        return (f"{str(out_dir)!r} holds results made with `threads_per_cell` {counts} (threads change the numbers); "
-                f"rerun each method with its own to resume, pass `rerun_changed=True` to rerun them all with "
-                f"`threads_per_cell` {now}, or a new `out_dir`")
-    return (f"{str(out_dir)!r} holds results made with `threads_per_cell` {next(iter(before))} (threads change the "
-            f"numbers); rerun with it to resume, pass `rerun_changed=True` to rerun them all with `threads_per_cell` "
-            f"{now}, or a new `out_dir`")
+    counts = ", ".join(map(str, sorted(before)))
+    resume = "rerun each method with its own to resume" if len(before) > 1 else "rerun with it to resume"
+    return (f"{str(out_dir)!r} holds results made with `threads_per_cell` {counts} (threads change the numbers); "
+            f"{resume}, pass `rerun_changed=True` to rerun them all with `threads_per_cell` {now}, or a new `out_dir`")
 
 
 def start_invocation(out_dir: Path, config, settings: dict, n_cells: int, n_pending: int) -> int:
@@ -142,22 +137,19 @@ def finish_invocation(out_dir: Path, index: int, counts: Counter, interrupted: b
     ``missing`` tasks whose cells it could not run (not in the OpenML cache, no server)."""
     path = out_dir / MANIFEST
     manifest = read_manifest(path)
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    manifest["invocations"][index].update(
-        {"interrupted" if interrupted else "finished": stamp, "written": dict(counts)}
-    )
+    invocation = manifest["invocations"][index]
+    invocation["interrupted" if interrupted else "finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    invocation["written"] = dict(counts)
     if missing:
-        manifest["invocations"][index]["missing_tasks"] = list(missing)
+        invocation["missing_tasks"] = list(missing)
     _write_json(path, manifest)
 
 
 def _versions() -> dict:
     versions = {"python": platform.python_version()}
     for package in _PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
     return versions
 
 

@@ -8,7 +8,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InvalidInputError
 from .cells import Cell
 from .results_store import ResultsStore, results_table
 
@@ -111,12 +110,3 @@ def stored_rows(store: ResultsStore, cells: list[Cell]) -> dict[str, dict]:
     rows = {row["key"]: row for row in store.rows() if "key" in row}
     return {cell.key: rows[cell.key] for cell in cells if cell.key in rows}
 
-
-def check_something_loads(summary: EvaluateSummary) -> None:
-    """An InvalidInputError when cells are to run but every one of them belongs to a missing
-    task: nothing could be done, the command must point at the data."""
-    if summary.pending and len(summary.missing_cells) == len(summary.pending):
-        raise InvalidInputError(
-            "nothing can run: " + "; ".join(summary.missing_groups)
-            + (f". Next: {summary.next_step}" if summary.next_step else "")
-        )

@@ -112,16 +112,6 @@ def _head_counts(data, path: str = "") -> list[tuple[str, object]]:
     return found
 
 
-def _refuse_disagreeing_head_counts(config: dict, where: str) -> None:
-    """The head count cannot be read from the weights, so where the file states it more than
-    once (e.g. a copy of the model section), every statement must agree."""
-    counts = _head_counts(config)
-    if len({repr(value) for _, value in counts}) > 1:
-        stated = ", ".join(f"`{path}` = {value!r}" for path, value in counts)
-        raise CheckpointError(f"{where} states the head count more than once and the values differ ({stated}); "
-                              "the weights cannot tell which is right: pass the config.yaml the run was trained with")
-
-
 def check_run_config(config: dict, where: str = "config.yaml") -> OfficialArchitecture:
     """The architecture of an official run's parsed ``config.yaml``, refused with a
     :class:`CheckpointError` naming the key unless every model setting is mapped exactly."""
@@ -138,7 +128,13 @@ def check_run_config(config: dict, where: str = "config.yaml") -> OfficialArchit
     kwargs = _section(config, "model.bkbn.kwargs", where, (*_SIZES, *_EXACT, *_INERT, "decoder_kwarg"))
     _require(kwargs, _EXACT, "model.bkbn.kwargs", where)
     emsize, nlayers, nhead, nhid_factor = (_positive_int(kwargs, key, "model.bkbn.kwargs", where) for key in _SIZES)
-    _refuse_disagreeing_head_counts(config, where)
+    # The weights cannot give the head count: where the file states it more than once (e.g. a
+    # copy of the model section), every statement must agree.
+    counts = _head_counts(config)
+    if len({repr(value) for _, value in counts}) > 1:
+        stated = ", ".join(f"`{path}` = {value!r}" for path, value in counts)
+        raise CheckpointError(f"{where} states the head count more than once and the values differ ({stated}); "
+                              "the weights cannot tell which is right: pass the config.yaml the run was trained with")
     if emsize % nhead:
         raise CheckpointError(f"{where}: `model.bkbn.kwargs.emsize` ({emsize}) is not divisible by `nhead` ({nhead})")
 

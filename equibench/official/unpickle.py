@@ -49,9 +49,6 @@ class Refused:
 
     refused = ""
 
-    def __new__(cls, *args, **kwargs):
-        return object.__new__(cls)
-
     def __init__(self, *args, **kwargs):
         pass
 
@@ -97,18 +94,12 @@ def _state_dict_of(payload, path: Path) -> dict:
     return dict(payload)
 
 
-def _without_prefixes(name: str) -> str:
-    for prefix in KEY_PREFIXES:
-        if name.startswith(prefix):
-            return _without_prefixes(name[len(prefix):])
-    return name
-
-
 def strip_prefixes(state: dict) -> dict:
     """Weight names without the ``module.`` / ``_orig_mod.`` prefixes of DDP and torch.compile."""
     stripped = {}
-    for key, value in state.items():
-        name = _without_prefixes(key)
+    for name, value in state.items():
+        while name.startswith(KEY_PREFIXES):
+            name = name.split(".", 1)[1]  # each prefix is one dotted component
         if name in stripped:
             raise CheckpointError(f"the checkpoint holds weight {name!r} twice (with and without a prefix)")
         stripped[name] = value

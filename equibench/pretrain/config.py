@@ -129,13 +129,6 @@ def describe_run(config: TrainConfig, prior: PriorConfig, world_size: int) -> di
     }
 
 
-#: Defaults of settings added after runs were saved (a saved run without them used these).
-_DEFAULTS = {
-    "train": {"adam_beta2": 0.999, "schedule": "cosine", "decay_fraction": 0.2, "rows_curriculum": ()},
-    "model": {"norm_first": False, "qk_norm": False},
-    "prior": {"feature_counts": "uniform", "outlier_prob": 0.0, "outlier_max_fraction": 0.05,
-              "outlier_scale_range": [2.0, 10.0]},
-}
 #: Settings that do not change what is trained and may differ on resume: where and in which precision
 #: the steps run (device, amp, prior_workers), what is written along the way and how, and the
 #: recipe's label.
@@ -151,14 +144,14 @@ def changed_settings(saved: dict, current: dict, config: TrainConfig, done_steps
     free = set(_FREE_ON_RESUME)
     if extendable_to(config, saved["train"]["steps"], done_steps):
         free.add("steps")
-    saved_curriculum = tuple(tuple(entry) for entry in saved["train"].get("rows_curriculum", ()))
+    saved_curriculum = tuple(tuple(entry) for entry in saved["train"]["rows_curriculum"])
     if same_rows_until(done_steps, saved["prior"]["rows"], saved_curriculum, config.rows_curriculum):
         free.add("rows_curriculum")
     changed = [
         f"{section}.{key}"
         for section in ("train", "prior", "model")
         for key in sorted(set(saved[section]) | set(current[section]))
-        if saved[section].get(key, _DEFAULTS.get(section, {}).get(key)) != current[section].get(key)
+        if saved[section].get(key) != current[section].get(key)
         and not (section == "train" and key in free)
     ]
     return changed + (["world_size"] if saved["world_size"] != current["world_size"] else [])

@@ -6,11 +6,10 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInputError
-from ..figures import save_image
+from ..figures import new_figure, save_image
 from .run_dir import CONFIG_FILE, LOG_FILE
 
 #: The validation record's equivariance error (see ``validation.prior_metrics``).
@@ -38,9 +37,8 @@ def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not records:
         raise InvalidInputError(f"{str(path)!r} holds no step records yet: train for a step first")
     frame = pd.DataFrame(records)
-    steps = frame[frame["kind"] == "step"].dropna(axis=1, how="all")
-    validations = frame[frame["kind"] == "validation"].dropna(axis=1, how="all")
-    return steps.reset_index(drop=True), validations.reset_index(drop=True)
+    return tuple(frame[frame["kind"] == kind].dropna(axis=1, how="all").reset_index(drop=True)
+                 for kind in ("step", "validation"))
 
 
 def _parent_run(run_dir: Path) -> Path | None:
@@ -96,10 +94,8 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
     predicted class changes when the classes are permuted). A run that continued another
     (``init_from``) is drawn from the start of the first, with a dotted line where it took over."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
-    if Path(out_path).suffix.lower().lstrip(".") not in formats:
+    if Path(out_path).suffix.lower().lstrip(".") not in FigureCanvasAgg.get_supported_filetypes():
         raise InvalidInputError(f"`out_path` {str(out_path)!r} has no image file extension; use .png, .pdf or .svg")
     if Path(out_path).is_dir():
         raise InvalidInputError(f"`out_path` {str(out_path)!r} is a folder; pass an image file path such as curves.png")
@@ -107,7 +103,7 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
     logged = {column for _, validations, _ in lineages.values() for column in validations.columns}
     kinds = ["loss", "prior"] + (["bundled"] if _bundled_columns(logged) else []) \
         + (["equivariance"] if EQUIVARIANCE_ERROR in logged else [])
-    figure = Figure(figsize=(4.4 * len(kinds), 4.5), layout="constrained")
+    figure = new_figure(4.4 * len(kinds), 4.5)
     panels = dict(zip(kinds, figure.subplots(1, len(kinds))))
     for index, (label, (steps, validations, starts)) in enumerate(lineages.items()):
         colour = f"C{index}"  # matplotlib's colour cycle
@@ -121,10 +117,18 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
                                 label=f"{label} validation")
             panels["prior"].plot(validations["step"], 100 * validations["prior_accuracy"], "o-", color=colour,
                                  label=label)
-        if "bundled" in panels:
-            _draw_bundled(panels["bundled"], validations, label, colour)
-        if "equivariance" in panels and EQUIVARIANCE_ERROR in validations:
-            _draw_equivariance(panels["equivariance"], validations, label, colour)
+        for style, column in zip(["-", "--", ":", "-."], _bundled_columns(validations.columns)):  # their panel exists
+            panels["bundled"].plot(validations["step"], 100 * validations[column], style, marker="o", markersize=3,
+                                   color=colour, label=f"{label}: {column.removesuffix('_accuracy')}")
+        if EQUIVARIANCE_ERROR in validations:  # with ±1 std over datasets where logged and > 0 (the paper's band)
+            measured = validations.dropna(subset=[EQUIVARIANCE_ERROR])
+            mean = 100 * measured[EQUIVARIANCE_ERROR]
+            panels["equivariance"].plot(measured["step"], mean, "o-", color=colour, label=label)
+            if EQUIVARIANCE_SPREAD in measured and (measured[EQUIVARIANCE_SPREAD].fillna(0.0) > 0).any():
+                spread = 100 * measured[EQUIVARIANCE_SPREAD].fillna(0.0)
+                panels["equivariance"].fill_between(measured["step"], (mean - spread).clip(lower=0), mean + spread,
+                                                    color=colour, alpha=0.2, linewidth=0,
+                                                    label=f"{label}: ±1 std over datasets")
     titles = {"loss": ("cross-entropy (nats)", "loss on prior test rows"),
               "prior": ("accuracy (%)", "validation: held-out prior datasets"),
               "bundled": ("accuracy (%)", "validation: bundled datasets (5-fold CV)"),
@@ -134,7 +138,7 @@ def plot_training_curves(runs: dict[str, str | os.PathLike], out_path: str | os.
         axes.grid(alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize=7)
-    if "bundled" in panels and np.isfinite(panels["bundled"].get_ylim()).all():
+    if "bundled" in panels:
         panels["bundled"].set_ylim(top=100)
     return save_image(figure, out_path, dpi=110)
 
@@ -143,20 +147,3 @@ def _bundled_columns(columns) -> list[str]:
     """The bundled datasets' accuracy columns of a validation log."""
     return [c for c in columns if c.endswith("_accuracy") and c != "prior_accuracy"]
 
-
-def _draw_bundled(axes, validations, label: str, colour: str) -> None:
-    for style, column in zip(["-", "--", ":", "-."], _bundled_columns(validations.columns)):
-        axes.plot(validations["step"], 100 * validations[column], style, marker="o", markersize=3, color=colour,
-                  label=f"{label}: {column.removesuffix('_accuracy')}")
-
-
-def _draw_equivariance(axes, validations, label: str, colour: str) -> None:
-    """The error at each validation and, where logged and not zero, one standard deviation across
-    the validation datasets (the paper's band)."""
-    logged = validations.dropna(subset=[EQUIVARIANCE_ERROR])
-    mean = 100 * logged[EQUIVARIANCE_ERROR]
-    axes.plot(logged["step"], mean, "o-", color=colour, label=label)
-    if EQUIVARIANCE_SPREAD in logged and (logged[EQUIVARIANCE_SPREAD].fillna(0.0) > 0).any():
-        spread = 100 * logged[EQUIVARIANCE_SPREAD].fillna(0.0)
-        axes.fill_between(logged["step"], (mean - spread).clip(lower=0), mean + spread, color=colour, alpha=0.2,
-                          linewidth=0, label=f"{label}: ±1 std over datasets")

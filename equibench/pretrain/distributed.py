@@ -52,10 +52,8 @@ class Distributed:
         dist.all_gather_object(values, value)
         return values
 
-    def barrier(self) -> None:
+    def close(self) -> None:
+        """Wait for every process, then leave the process group."""
         if self.active:
             dist.barrier()
-
-    def close(self) -> None:
-        if self.active and dist.is_initialized():
             dist.destroy_process_group()

@@ -4,8 +4,8 @@ A history is a list of segments, oldest first, kept in the training state and th
 
     [{"hardware": "1 x NVIDIA H200 (CUDA)", "first_step": 16301, "last_step": 25949}, ...]
 
-``"hardware": None`` marks steps whose hardware was not recorded (a training state saved by
-an equibench that did not keep the history, or a source checkpoint's card without one).
+``"hardware": None`` marks steps whose hardware was not recorded (those of a source checkpoint
+whose card has no history).
 """
 
 from __future__ import annotations
@@ -21,11 +21,6 @@ def extended(history: list[dict], hardware: str | None, first_step: int, last_st
     if history and history[-1]["hardware"] == hardware and history[-1]["last_step"] == first_step - 1:
         return [*history[:-1], {**history[-1], "last_step": last_step}]
     return [*history, {"hardware": hardware, "first_step": first_step, "last_step": last_step}]
-
-
-def unrecorded(steps: int) -> list[dict]:
-    """The history of ``steps`` steps whose hardware was not recorded."""
-    return extended([], None, 1, steps)
 
 
 def continued(earlier: list[dict], later: list[dict], offset: int) -> list[dict]:

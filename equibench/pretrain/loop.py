@@ -37,18 +37,11 @@ def prior_batches(prior: PriorConfig, config: TrainConfig, generator: torch.Gene
     step, of that step's prior (rows curriculum), drawn from the CPU ``generator``: on
     ``device`` in this process, or on the CPU by ``config.prior_workers`` worker processes
     (:mod:`.prefetch`; close the iterator to stop them)."""
-    priors = batch_priors(prior, config, first_step)
+    priors = (prior_at(step, prior, config.rows_curriculum)  # the prior of each batch
+              for step in itertools.count(first_step) for _ in range(config.grad_accumulation))
     if config.prior_workers:
         return drawn_ahead(priors, config.batch_size, generator, device, config.prior_workers)
     return (sample_batch(step_prior, config.batch_size, generator, device) for step_prior in priors)
-
-
-def batch_priors(prior: PriorConfig, config: TrainConfig, first_step: int) -> Iterator[PriorConfig]:
-    """The prior of each batch of the stream from ``first_step`` on."""
-    for step in itertools.count(first_step):
-        step_prior = prior_at(step, prior, config.rows_curriculum)
-        for _ in range(config.grad_accumulation):
-            yield step_prior
 
 
 def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches: Iterator[PriorBatch],

@@ -17,7 +17,6 @@ Three schedules, all after a linear warm-up:
 from __future__ import annotations
 
 import math
-import warnings
 from contextlib import contextmanager
 
 import schedulefree
@@ -69,21 +68,6 @@ def build_optimizer(model: nn.Module, config, device: torch.device):
         return optimizer, LambdaLR(
             optimizer, lambda step: wsd_factor(step, config.warmup_steps, config.steps, config.decay_fraction))
     return optimizer, cosine_schedule(optimizer, config.warmup_steps, config.steps)
-
-
-def load_schedule(scheduler: LRScheduler, state: dict) -> None:
-    """Restore ``scheduler`` (after its optimizer) from the state it saved. A cosine run saved by
-    an earlier equibench (a ``LambdaLR``'s state: it computed the cosine itself) goes on with the
-    learning rates of a run started now: the schedule is replayed from the start to its step."""
-    if isinstance(scheduler, LambdaLR) or "lr_lambdas" not in state:
-        scheduler.load_state_dict(state)
-        return
-    for group in scheduler.optimizer.param_groups:
-        group["lr"] = group["initial_lr"]
-    with warnings.catch_warnings():  # replayed without optimizer steps, on purpose
-        warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
-        for _ in range(state["last_epoch"]):
-            scheduler.step()
 
 
 def current_lr(optimizer: torch.optim.Optimizer, scheduler) -> float:

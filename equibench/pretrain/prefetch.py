@@ -24,6 +24,7 @@ from ..worker_guard import exit_with_parent
 
 #: Batches drawn ahead per worker.
 BATCHES_AHEAD_PER_WORKER = 2
+_TENSORS = ("x", "y", "n_features", "loss_mask")  # PriorBatch's tensor fields
 
 
 def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch.Generator, device,
@@ -48,7 +49,7 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
             try:  # a broken pool raises at submit (once loky has seen the death) or at result (before)
                 while len(pending) < BATCHES_AHEAD_PER_WORKER * workers:
                     pending.append(pool.submit(_batch_arrays, next(priors), batch_size, draw_batch_seed(lookahead)))
-                arrays = pending.popleft().result()
+                batch = pending.popleft().result()
             except BrokenProcessPool:  # loky's TerminatedWorkerError is one
                 raise WorkerLostError(
                     "a prior worker process ended unexpectedly (killed, or out of memory), so the run stopped before "
@@ -56,7 +57,7 @@ def drawn_ahead(priors: Iterator[PriorConfig], batch_size: int, generator: torch
                     "(`prior_workers=0` draws the prior in the training process)"
                 ) from None
             draw_batch_seed(generator)  # the run's generator: one draw per batch used
-            yield _batch_from_arrays(arrays).to(device)
+            yield batch._replace(**{name: torch.from_numpy(getattr(batch, name)) for name in _TENSORS}).to(device)
     finally:
         pool.shutdown(wait=True, kill_workers=True)
 
@@ -70,14 +71,7 @@ def _worker_setup(parent_pid: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _batch_arrays(prior: PriorConfig, batch_size: int, seed: int) -> tuple:
-    """A worker's batch as numpy arrays (plain pickles: no shared-memory handles between processes)."""
+def _batch_arrays(prior: PriorConfig, batch_size: int, seed: int) -> PriorBatch:
+    """A worker's batch with numpy arrays for tensors (plain pickles: no shared-memory handles between processes)."""
     batch = sample_batch_from_seed(prior, batch_size, seed, "cpu")
-    return batch.x.numpy(), batch.y.numpy(), batch.n_train, batch.n_classes, batch.n_features.numpy(), \
-        batch.loss_mask.numpy()
-
-
-def _batch_from_arrays(arrays: tuple) -> PriorBatch:
-    x, y, n_train, n_classes, n_features, loss_mask = arrays
-    return PriorBatch(x=torch.from_numpy(x), y=torch.from_numpy(y), n_train=n_train, n_classes=n_classes,
-                      n_features=torch.from_numpy(n_features), loss_mask=torch.from_numpy(loss_mask))
+    return batch._replace(**{name: getattr(batch, name).numpy() for name in _TENSORS})

@@ -36,7 +36,7 @@ from .config import TrainConfig, changed_settings, describe_run
 from .deepen import can_deepen, deepened_state, layer_plan
 from .distributed import Distributed
 from .loop import Counters, prior_batches, train
-from .optim import build_optimizer, current_lr, load_schedule
+from .optim import build_optimizer, current_lr
 from .validation import validation_metrics, validation_prior_batches
 
 RUN_IN_USE = "wait for it to stop (it checkpoints at its time limit) or stop it: two runs in one folder overwrite each other"
@@ -83,72 +83,50 @@ def pretrain(
     out_dir = Path(out_dir)
     device = resolve_device(config.device)
     ddp = Distributed(device)
-    lock = run_dir.locked(out_dir, RUN_IN_USE) if ddp.is_main else nullcontext()
-    with lock:  # the process that writes holds the folder until it stops
-        return _pretrain(config, prior, out_dir, ddp, device, resume, progress, time_limit_s, overwrite, stop,
-                         console or Console(stderr=True))
+    # the process that writes holds the folder until it stops
+    with run_dir.locked(out_dir, RUN_IN_USE) if ddp.is_main else nullcontext():
+        description = describe_run(config, prior, ddp.world_size)
+        state = run_dir.load_state(out_dir) if resume else None
+        if state is not None and (changed := changed_settings(state["run"], description, config, state["step"])):
+            raise InvalidInputError(
+                f"cannot resume {str(out_dir)!r}: the settings differ from the saved run in {changed}; use the "
+                "saved settings (its config.json), or a new `out_dir`"
+            )
+        if state is None and ddp.is_main:  # alone: another rank could see files rank 0 has just written
+            run_dir.check_fresh(out_dir, overwrite)
 
-
-def _pretrain(config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distributed, device: torch.device,
-              resume: bool, progress: bool, time_limit_s: float | None, overwrite: bool,
-              stop: threading.Event | None, console: Console) -> PretrainOutcome:
-    description = describe_run(config, prior, ddp.world_size)
-    state = _resumable_state(out_dir, description, config) if resume else None
-    if state is None and ddp.is_main:  # alone: another rank could see files rank 0 has just written
-        run_dir.check_fresh(out_dir, overwrite)
-
-    torch.manual_seed(config.seed)
-    model = build_model(config.arch, size_config(config.size, **config.model_overrides)).to(ddp.device)
-    optimizer, scheduler = build_optimizer(model, config, ddp.device)
-    # the prior stream's seeds come from the CPU, so a run resumes on another device
-    generator = torch.Generator().manual_seed(config.seed * 1_000_003 + ddp.rank)
-    lineage = _saved_lineage(state)  # a resumed run reads its lineage from its state, not init_from's file
-    if config.init_from is not None and lineage is None:
-        initial_weights, lineage = _initial_weights(config, model)
-        if state is None:
-            model.load_state_dict(initial_weights)
-    run = _Run(config, prior, out_dir, ddp, model, optimizer, scheduler, generator, description, lineage,
-               amp=device.type == "cuda" if config.amp is None else config.amp, time_limit_s=time_limit_s, stop=stop)
-    if state is not None:
-        run.restore(state)
-    if ddp.is_main:
-        if config.validation_batches:
+        torch.manual_seed(config.seed)
+        model = build_model(config.arch, size_config(config.size, **config.model_overrides)).to(ddp.device)
+        optimizer, scheduler = build_optimizer(model, config, ddp.device)
+        # the prior stream's seeds come from the CPU, so a run resumes on another device
+        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + ddp.rank)
+        # a resumed run reads its lineage from its state's card, not init_from's file (None: not started from it)
+        lineage = None if state is None else state["card"]["training"].get("initialised_from")
+        if config.init_from is not None and lineage is None:
+            initial_weights, lineage = _initial_weights(config, model)
+            if state is None:
+                model.load_state_dict(initial_weights)
+        run = _Run(config, prior, out_dir, ddp, model, optimizer, scheduler, generator, description, lineage,
+                   time_limit_s=time_limit_s, stop=stop)
+        if state is not None:
+            run.restore(state)
+        if ddp.is_main:
             run.validation_batches = validation_prior_batches(prior, config.validation_batches, config.batch_size,
                                                               ddp.device)
-        run_dir.start(out_dir, description, None if state is None else run.counters.step)
-    autocast = torch.autocast(device_type=ddp.device.type, dtype=torch.bfloat16) if run.amp else nullcontext()
-    batches = prior_batches(prior, config, generator, ddp.device, run.counters.step + 1)
-    with run.progress_bar(console, enabled=progress and ddp.is_main), closing(batches):
-        run.start()
-        train(model, optimizer, scheduler, batches, config, run.counters, run.on_step, ddp, autocast)
-    ddp.barrier()
-    ddp.close()
-    return PretrainOutcome(out_dir / run_dir.MODEL_FILE, run.counters.step, config.steps, run.stopped_by)
-
-
-def _resumable_state(out_dir: Path, description: dict, config: TrainConfig) -> dict:
-    """The saved state of the run in ``out_dir``, refused if this run's settings differ from it."""
-    state = run_dir.load_state(out_dir)
-    changed = changed_settings(state["run"], description, config, state["step"])
-    if changed:
-        raise InvalidInputError(
-            f"cannot resume {str(out_dir)!r}: the settings differ from the saved run in {changed}; use the "
-            "saved settings (its config.json), or a new `out_dir`"
-        )
-    return state
-
-
-def _saved_lineage(state: dict | None) -> dict | None:
-    """The lineage a saved training state's card records (None for a new run, a run not started
-    from ``init_from``, or a state saved before cards were kept in it)."""
-    return None if state is None else state.get("card", {}).get("training", {}).get("initialised_from")
+            run_dir.start(out_dir, description, None if state is None else run.counters.step)
+        autocast = torch.autocast(device_type=ddp.device.type, dtype=torch.bfloat16) if run.amp else nullcontext()
+        batches = prior_batches(prior, config, generator, ddp.device, run.counters.step + 1)
+        with run.progress_bar(console or Console(stderr=True), enabled=progress and ddp.is_main), closing(batches):
+            run.start()
+            train(model, optimizer, scheduler, batches, config, run.counters, run.on_step, ddp, autocast)
+        ddp.close()
+        return PretrainOutcome(out_dir / run_dir.MODEL_FILE, run.counters.step, config.steps, run.stopped_by)
 
 
 def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]:
-    """Weights and lineage (``{"checkpoint", "steps", "datasets_seen", "wall_time_s", "command",
-    "training", "hardware_history"}``, plus ``"layers"`` when deepened) of ``config.init_from``, checked
-    against the model this run builds: the same, or the same pre-LN model with more layers, whose new
-    layers start as identities (:mod:`.deepen`)."""
+    """Weights and lineage (with ``"layers"`` when deepened) of ``config.init_from``, checked against the
+    model this run builds: the same, or the same pre-LN model with more layers, whose new layers start as
+    identities (:mod:`.deepen`)."""
     source, card = load_checkpoint(config.init_from)
     deepen = can_deepen(source, model)
     if source.arch != model.arch or (source.config != model.config and not deepen):
@@ -160,7 +138,7 @@ def _initial_weights(config: TrainConfig, model: nn.Module) -> tuple[dict, dict]
     lineage = {
         "checkpoint": str(config.init_from), "steps": card.steps, "datasets_seen": card.datasets_seen,
         "wall_time_s": card.wall_time_s, "command": card.command, "training": card.training,
-        "hardware_history": card.hardware_history or hardware_history.unrecorded(card.steps),
+        "hardware_history": card.hardware_history or hardware_history.extended([], None, 1, card.steps),
     }
     if not deepen:
         return source.state_dict(), lineage
@@ -201,10 +179,11 @@ class _Run:
 
     def __init__(self, config: TrainConfig, prior: PriorConfig, out_dir: Path, ddp: Distributed, model: nn.Module,
                  optimizer, scheduler, generator: torch.Generator, description: dict, lineage: dict | None,
-                 amp: bool, time_limit_s: float | None, stop: threading.Event | None):
+                 time_limit_s: float | None, stop: threading.Event | None):
         self.config, self.prior, self.out_dir, self.ddp = config, prior, out_dir, ddp
         self.model, self.optimizer, self.scheduler, self.generator = model, optimizer, scheduler, generator
-        self.description, self.lineage, self.amp, self.time_limit_s = description, lineage, amp, time_limit_s
+        self.description, self.lineage, self.time_limit_s = description, lineage, time_limit_s
+        self.amp = ddp.device.type == "cuda" if config.amp is None else config.amp  # None: bf16 on CUDA
         self.stop, self.stopped_by = stop, None
         self.counters, self.metrics, self.validation_batches = Counters(), {}, []
         self.command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
@@ -215,11 +194,11 @@ class _Run:
         """Continue from a saved training state (see :meth:`save`)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        load_schedule(self.scheduler, state["scheduler"])
+        self.scheduler.load_state_dict(state["scheduler"])
         self.generator.set_state(state["prior_generators"][self.ddp.rank])
         self.counters = Counters(state["step"], state["datasets_seen"], state["wall_time_s"])
         self.metrics = state["metrics"]
-        self.hardware_history = state.get("hardware_history") or hardware_history.unrecorded(state["step"])
+        self.hardware_history = state["hardware_history"]
 
     def progress_bar(self, console: Console, enabled: bool) -> Progress:
         """A progress bar on ``console`` (stderr: stdout stays for results), shown by :meth:`on_step`;
@@ -300,25 +279,22 @@ class _Run:
                 f"checkpoint in {str(self.out_dir)!r} is kept: lower the learning rate (now `lr={self.config.lr:g}`) and "
                 "start a new `out_dir`"
             )
-        counters, card = self.counters, self._card(step)
+        own = hardware_history.extended(self.hardware_history, self.hardware, self.start_step + 1, step)  # this run's
+        counters, card = self.counters, self._card(step, own)
         state = {
             "run": self.description, "step": step, "datasets_seen": counters.datasets_seen,
             "wall_time_s": counters.wall_time_s, "metrics": self.metrics, "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-            "prior_generators": [g.cpu() for g in generators], "hardware_history": self._hardware_history(step),
+            "prior_generators": [g.cpu() for g in generators], "hardware_history": own,
             "card": dataclasses.asdict(card),  # model.pt's card, so the state alone rebuilds model.pt
         }
         run_dir.save(self.out_dir, state, self.model, self.optimizer, card, self.config.max_file_mb)
 
-    def _hardware_history(self, step: int) -> list[dict]:
-        """Which hardware trained steps 1..``step`` of this run."""
-        return hardware_history.extended(self.hardware_history, self.hardware, self.start_step + 1, step)
-
-    def _card(self, step: int) -> ModelCard:
-        """The model card of ``step``: steps, datasets, time and hardware count from the start of the lineage."""
+    def _card(self, step: int, own: list[dict]) -> ModelCard:
+        """The model card of ``step`` (``own``: which hardware trained steps 1..``step`` of this run): steps,
+        datasets, time and hardware count from the start of the lineage."""
         config, counters = self.config, self.counters
         earlier = self.lineage or {"steps": 0, "datasets_seen": 0, "wall_time_s": 0.0, "hardware_history": []}
-        own = self._hardware_history(step)
         history = hardware_history.continued(earlier["hardware_history"], own, earlier["steps"])
         training = {**dataclasses.asdict(config), "world_size": self.ddp.world_size, "amp": self.amp}
         if self.lineage is not None:

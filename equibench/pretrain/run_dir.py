@@ -14,7 +14,6 @@ One process at a time writes a run folder: a training run holds its lock
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -27,7 +26,7 @@ from torch import nn
 
 from ..atomic_files import atomic_write_text
 from ..errors import InvalidInputError
-from ..model import ModelCard, build_model, count_parameters, save_checkpoint, size_config
+from ..model import ModelCard, build_model, save_checkpoint, size_config
 from ..model.checkpoint import check_finite_weights
 from ..outdir_lock import HOLDER_FILE, LOCK_FILE, locked_folder
 from . import state_file
@@ -39,6 +38,9 @@ MODEL_FILE = "model.pt"
 LOG_FILE = "log.jsonl"
 CONFIG_FILE = "config.json"
 RUN_FILES = (STATE_FILE, MODEL_FILE, CONFIG_FILE, LOG_FILE)
+#: What a saved training state holds (``run._Run.save`` writes it).
+STATE_KEYS = {"run", "step", "datasets_seen", "wall_time_s", "metrics", "model", "optimizer", "scheduler",
+              "prior_generators", "hardware_history", "card"}
 
 
 @contextmanager
@@ -60,7 +62,7 @@ def locked(out_dir: Path, advice: str) -> Iterator[None]:
 def check_fresh(out_dir: Path, overwrite: bool) -> None:
     """A new run never replaces files in ``out_dir`` unless ``overwrite`` says so."""
     present = [name for name in RUN_FILES if (out_dir / name).exists()]
-    orphans = state_file.orphan_parts(out_dir / STATE_FILE) if STATE_FILE not in present else []
+    orphans = state_file.orphan_parts(out_dir / STATE_FILE)
     if orphans and not overwrite:
         raise FileExistsError(
             f"{str(out_dir)!r} holds {len(orphans)} parts of a training state whose index {STATE_FILE} is missing; "
@@ -96,7 +98,7 @@ def load_state(out_dir: Path) -> dict:
                                 "continue; leave out `resume=True` to start one")
     try:
         state = state_file.read(path)
-        if not isinstance(state, dict) or "run" not in state:
+        if not isinstance(state, dict) or not STATE_KEYS <= state.keys():
             raise ValueError("not a training state")
     except InvalidInputError:  # a part missing or damaged, named in its own message
         raise
@@ -112,7 +114,6 @@ def start(out_dir: Path, description: dict, resume_step: int | None) -> None:
     """Prepare ``out_dir`` for this invocation: write config.json; on resume (``resume_step``:
     the saved step) keep the log lines up to that step, else delete a replaced run's state
     (it can no longer be resumed) and start an empty log."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     if resume_step is None:
         state_file.remove(out_dir / STATE_FILE)
     atomic_write_text(out_dir / CONFIG_FILE, json.dumps(description, indent=2) + "\n")
@@ -166,30 +167,15 @@ def model_file(out_dir: Path) -> Path:
     if path.exists():
         return path
     with locked(out_dir, f"wait for its next checkpoint, which writes {MODEL_FILE}, or stop it"):
-        if not path.exists():  # a run may have written it before this process took the lock
-            model, card = model_from_state(out_dir)
+        if path.exists():  # a run may have written it before this process took the lock
+            return path
+        state = load_state(out_dir)
+        config = TrainConfig(**state["run"]["train"] | {"device": "cpu"})
+        model = build_model(config.arch, size_config(config.size, **config.model_overrides))
+        optimizer, _ = build_optimizer(model, config, torch.device("cpu"))
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        with evaluation_weights(model, optimizer):  # the weights to ship
             check_finite_weights(model.state_dict(), f"the training state in {str(out_dir)!r}")  # nothing written
-            save_checkpoint(model, path, card)
+            save_checkpoint(model, path, ModelCard.from_dict(state["card"]))
     return path
-
-
-def model_from_state(out_dir: Path) -> tuple[nn.Module, ModelCard]:
-    """The model (the weights to ship, in eval mode, on CPU) and card that ``model.pt`` of the
-    checkpoint saved in ``out_dir/train_state.pt`` holds."""
-    state = load_state(out_dir)
-    if "card" not in state:
-        raise InvalidInputError(
-            f"{str(out_dir / STATE_FILE)!r} was saved by an older equibench, without the model card, so it cannot "
-            f"rebuild {MODEL_FILE}: resume the run for at least one checkpoint, which writes both"
-        )
-    known = {field.name for field in dataclasses.fields(TrainConfig)}
-    config = TrainConfig(**{k: v for k, v in state["run"]["train"].items() if k in known} | {"device": "cpu"})
-    model = build_model(config.arch, size_config(config.size, **config.model_overrides))
-    optimizer, _ = build_optimizer(model, config, torch.device("cpu"))
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    with evaluation_weights(model, optimizer):
-        shipped = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    model.load_state_dict(shipped)
-    card = ModelCard.from_dict(state["card"])
-    return model.eval(), dataclasses.replace(card, n_parameters=count_parameters(model))

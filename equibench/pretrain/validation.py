@@ -59,7 +59,7 @@ def prior_metrics(model: nn.Module, batches: list[PriorBatch]) -> dict[str, floa
     when the classes are permuted: the mean over datasets and its standard deviation across
     them, as the paper reports it) on the test rows of fixed prior batches (masked datasets
     left out)."""
-    losses, correct, changed, total, per_dataset = [], 0.0, 0.0, 0.0, []
+    losses, correct, changed, per_dataset = [], 0.0, 0.0, []  # per_dataset: the changes of unmasked datasets
     for index, batch in enumerate(batches):
         logits = forward_batch(model, batch)
         y_test = batch.y[:, batch.n_train :]
@@ -68,25 +68,19 @@ def prior_metrics(model: nn.Module, batches: list[PriorBatch]) -> dict[str, floa
         correct += (hits * batch.loss_mask).sum().item()
         changes = argmax_changes(model, batch, logits, class_permutations(batch, index))  # (B,)
         changed += (changes * batch.loss_mask).sum().item()
-        total += batch.loss_mask.sum().item()
         per_dataset += changes[batch.loss_mask.bool()].tolist()
-    return {"prior_loss": float(np.mean(losses)), "prior_accuracy": correct / max(total, 1.0),
-            "prior_equivariance_error": changed / max(total, 1.0),
+    return {"prior_loss": float(np.mean(losses)), "prior_accuracy": correct / max(len(per_dataset), 1),
+            "prior_equivariance_error": changed / max(len(per_dataset), 1),
             "prior_equivariance_error_std": float(np.std(per_dataset)) if per_dataset else 0.0}
 
 
-def bundled_accuracy(
-    model: nn.Module, names=tuple(BUNDLED_DATASETS), folds: int = 5, n_estimators: int = 1, device="cpu"
-) -> dict[str, float]:
-    """Mean stratified ``folds``-fold CV accuracy on scikit-learn's bundled datasets, of ``model``
+def bundled_accuracy(model: nn.Module, device) -> dict[str, float]:
+    """Mean stratified 5-fold CV accuracy on scikit-learn's bundled datasets, of ``model``
     in eval mode (as :func:`validation_metrics` sets it: the classifier runs a copy)."""
-    classifier = classifier_for(model, n_estimators=n_estimators, device=device, random_state=0)
-    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=0)
-    scores = {}
-    for name in names:
-        X, y = BUNDLED_DATASETS[name](return_X_y=True)
-        scores[f"{name}_accuracy"] = float(cross_val_score(classifier, X, y, cv=splitter).mean())
-    return scores
+    classifier = classifier_for(model, n_estimators=1, device=device, random_state=0)
+    splitter = StratifiedKFold(n_splits=5, shuffle=True, random_state=0)
+    return {f"{name}_accuracy": float(cross_val_score(classifier, *load(return_X_y=True), cv=splitter).mean())
+            for name, load in BUNDLED_DATASETS.items()}
 
 
 def validation_metrics(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list[PriorBatch],
@@ -100,7 +94,7 @@ def validation_metrics(model: nn.Module, optimizer: torch.optim.Optimizer, batch
         if batches:
             metrics.update(prior_metrics(model, batches))
         if bundled:
-            metrics.update(bundled_accuracy(model, device=device))
+            metrics.update(bundled_accuracy(model, device))
     model.train()
     metrics["seconds"] = time.perf_counter() - started
     return metrics

@@ -86,12 +86,8 @@ class PriorConfig:
             value = getattr(self, f.name)
             if isinstance(value, list):
                 object.__setattr__(self, f.name, tuple(value))
-        _check_types(self)
-        _check_probabilities_and_ranges(self)
-        _check_mlp(self)
-        _check_classes_and_features(self)
+        _check_fields(self)
         _check_rows(self)
-        _check_activations(self)
 
     def to_dict(self) -> dict:
         """Plain JSON-friendly values (tuples become lists)."""
@@ -124,7 +120,35 @@ def split_bounds(config: PriorConfig) -> tuple[int, int]:
     return low, high
 
 
-def _check_types(config: PriorConfig) -> None:
+def _is_range(value) -> bool:
+    return (isinstance(value, tuple) and len(value) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+            and 0.0 < value[0] <= value[1] and math.isfinite(value[1]))
+
+
+def _are_activations(value) -> bool:
+    return isinstance(value, tuple) and bool(value) and len(set(value)) == len(value) and set(value) <= set(ACTIVATIONS)
+
+
+#: What fields must be beyond their type: (fields, test, the requirement as the error states it).
+_BOUNDS = (
+    (("p_binary", "gp_fraction", "categorical_batch_prob", "nan_prob", "per_node_noise_prob", "blockwise_dropout_prob",
+      "causal_prob", "y_is_effect_prob", "tree_fraction", "outlier_prob"), lambda v: 0.0 <= v <= 1.0,
+     "is a probability in [0, 1]"),
+    (("weight_std_range", "noise_std_range", "dropout_beta_range", "gp_lengthscale_range", "gp_noise_std_range",
+      "outlier_scale_range"), _is_range, "must be a (low, high) pair with 0 < low <= high"),
+    (("mlp_layers_max_alpha", "mlp_width_max_alpha", "mlp_causes_max_alpha"), lambda v: v >= 1.0, "must be >= 1"),
+    (("mlp_layers_max_mean", "mlp_width_max_mean", "mlp_causes_max_mean"), lambda v: v >= 0.0, "must be >= 0"),
+    (("mlp_min_layers", "max_classes", "categorical_max_levels"), lambda v: v >= 2, "must be >= 2"),
+    (("feature_counts",), FEATURE_COUNTS.__contains__, f"must be one of {list(FEATURE_COUNTS)}"),
+    (("categorical_mean_levels",), lambda v: v > 0, "must be > 0"),
+    (("nan_max_fraction", "outlier_max_fraction"), lambda v: 0.0 < v <= 1.0, "must be in (0, 1]"),
+    (("dropout_scale",), lambda v: 0.0 <= v < 1.0, "must be in [0, 1)"),
+    (("activations",), _are_activations, f"must be distinct names among {ACTIVATIONS}"),
+)
+
+
+def _check_fields(config: PriorConfig) -> None:
     for f in fields(config):
         value = getattr(config, f.name)
         if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -132,61 +156,16 @@ def _check_types(config: PriorConfig) -> None:
         if f.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)
                                   or not math.isfinite(value)):
             raise InvalidInputError(f"`{f.name}` must be a finite number, got {value!r}")
-
-
-def _check_probabilities_and_ranges(config: PriorConfig) -> None:
-    for name in (
-        "p_binary", "gp_fraction", "categorical_batch_prob", "nan_prob", "per_node_noise_prob",
-        "blockwise_dropout_prob", "causal_prob", "y_is_effect_prob", "tree_fraction", "outlier_prob",
-    ):
-        if not 0.0 <= getattr(config, name) <= 1.0:
-            raise InvalidInputError(f"`{name}` is a probability in [0, 1], got {getattr(config, name)!r}")
-    for name in ("weight_std_range", "noise_std_range", "dropout_beta_range",
-                 "gp_lengthscale_range", "gp_noise_std_range", "outlier_scale_range"):
-        value = getattr(config, name)
-        if (not isinstance(value, tuple) or len(value) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-                or not 0.0 < value[0] <= value[1] or not math.isfinite(value[1])):
-            raise InvalidInputError(
-                f"`{name}` must be a (low, high) pair with 0 < low <= high, got {value!r}"
-            )
-
-
-def _check_mlp(config: PriorConfig) -> None:
-    for name in ("mlp_layers_max_alpha", "mlp_width_max_alpha", "mlp_causes_max_alpha"):
-        if not getattr(config, name) >= 1.0:
-            raise InvalidInputError(f"`{name}` must be >= 1, got {getattr(config, name)!r}")
-    for name in ("mlp_layers_max_mean", "mlp_width_max_mean", "mlp_causes_max_mean"):
-        if not getattr(config, name) >= 0.0:
-            raise InvalidInputError(f"`{name}` must be >= 0, got {getattr(config, name)!r}")
+    for names, within, bound in _BOUNDS:
+        for name in names:
+            if not within(getattr(config, name)):
+                raise InvalidInputError(f"`{name}` {bound}, got {getattr(config, name)!r}")
     for low, high in (("mlp_min_layers", "mlp_max_layers"), ("mlp_min_width", "mlp_max_width"),
                       ("mlp_min_causes", "mlp_max_causes")):
         if getattr(config, low) > getattr(config, high):
             raise InvalidInputError(
                 f"`{low}` ({getattr(config, low)}) must be <= `{high}` ({getattr(config, high)})"
             )
-    if config.mlp_min_layers < 2:
-        raise InvalidInputError(f"`mlp_min_layers` must be >= 2, got {config.mlp_min_layers}")
-
-
-def _check_classes_and_features(config: PriorConfig) -> None:
-    if config.feature_counts not in FEATURE_COUNTS:
-        raise InvalidInputError(
-            f"`feature_counts` must be one of {list(FEATURE_COUNTS)}, got {config.feature_counts!r}"
-        )
-    if config.max_classes < 2:
-        raise InvalidInputError(f"`max_classes` must be >= 2, got {config.max_classes}")
-    if config.categorical_max_levels < 2:
-        raise InvalidInputError(f"`categorical_max_levels` must be >= 2, got {config.categorical_max_levels}")
-    if not config.categorical_mean_levels > 0:
-        raise InvalidInputError(
-            f"`categorical_mean_levels` must be > 0, got {config.categorical_mean_levels!r}"
-        )
-    for name in ("nan_max_fraction", "outlier_max_fraction"):
-        if not 0.0 < getattr(config, name) <= 1.0:
-            raise InvalidInputError(f"`{name}` must be in (0, 1], got {getattr(config, name)!r}")
-    if not 0.0 <= config.dropout_scale < 1.0:
-        raise InvalidInputError(f"`dropout_scale` must be in [0, 1), got {config.dropout_scale!r}")
 
 
 def _check_rows(config: PriorConfig) -> None:
@@ -203,10 +182,3 @@ def _check_rows(config: PriorConfig) -> None:
             f"PriorConfig train fractions [{config.min_train_fraction}, {config.max_train_fraction}] "
             f"leave no split point with at least one train and one test row among {config.rows} rows"
         )
-
-
-def _check_activations(config: PriorConfig) -> None:
-    acts = config.activations
-    if (not isinstance(acts, tuple) or not acts or len(set(acts)) != len(acts)
-            or not set(acts) <= set(ACTIVATIONS)):
-        raise InvalidInputError(f"`activations` must be distinct names among {ACTIVATIONS}, got {acts!r}")

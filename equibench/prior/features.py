@@ -37,17 +37,17 @@ def categorize_(
     return torch.where(convert[:, None, :], code.transpose(1, 2), x)
 
 
-def _insert_missing(
-    x: torch.Tensor, used: torch.Tensor, config: PriorConfig, rng: np.random.Generator, gen: torch.Generator,
+def _random_cells(
+    x: torch.Tensor, used: torch.Tensor, prob: float, max_fraction: float, rng: np.random.Generator,
+    gen: torch.Generator,
 ) -> torch.Tensor:
-    """With probability ``nan_prob`` a dataset loses a share U(0, nan_max_fraction) of its
-    used values, completely at random; padding never becomes NaN."""
-    # x: (B, R, F), used: (B, F) bool -> x
+    """With probability ``prob`` per dataset, a share U(0, ``max_fraction``) of its used cells,
+    completely at random; padding is never picked."""
+    # x: (B, R, F), used: (B, F) bool -> (B, R, F) bool
     batch_size = x.shape[0]
-    rate = rng.uniform(0.0, config.nan_max_fraction, batch_size) * (rng.random(batch_size) < config.nan_prob)
+    rate = rng.uniform(0.0, max_fraction, batch_size) * (rng.random(batch_size) < prob)
     rate_t = torch.as_tensor(rate, dtype=torch.float32, device=x.device)
-    missing = (torch.rand(x.shape, generator=gen, device=x.device) < rate_t[:, None, None]) & used[:, None, :]
-    return x.masked_fill(missing, math.nan)
+    return (torch.rand(x.shape, generator=gen, device=x.device) < rate_t[:, None, None]) & used[:, None, :]
 
 
 def _move_outliers(
@@ -57,13 +57,11 @@ def _move_outliers(
     used cells moved by +-s of their column's standard deviation (s log-uniform in
     ``outlier_scale_range`` per dataset): measurement errors that its target never saw."""
     # x: (B, R, F) finite, used: (B, F) bool -> x
-    batch_size = x.shape[0]
-    rate = rng.uniform(0.0, config.outlier_max_fraction, batch_size) * (rng.random(batch_size) < config.outlier_prob)
-    scale = log_uniform(rng, config.outlier_scale_range, batch_size)
-    rate_t, scale_t = (torch.as_tensor(v, dtype=torch.float32, device=x.device) for v in (rate, scale))
-    moved = (torch.rand(x.shape, generator=gen, device=x.device) < rate_t[:, None, None]) & used[:, None, :]
+    moved = _random_cells(x, used, config.outlier_prob, config.outlier_max_fraction, rng, gen)
+    scale = torch.as_tensor(log_uniform(rng, config.outlier_scale_range, x.shape[0]), dtype=torch.float32,
+                            device=x.device)
     sign = torch.randint(0, 2, x.shape, generator=gen, device=x.device).to(x.dtype) * 2 - 1
-    shift = sign * scale_t[:, None, None] * x.std(dim=1, keepdim=True)  # (B, R, F)
+    shift = sign * scale[:, None, None] * x.std(dim=1, keepdim=True)  # (B, R, F)
     return torch.where(moved, x + shift, x)
 
 
@@ -83,7 +81,7 @@ def finish_features(
     if rng.random() < config.categorical_batch_prob:
         x = categorize_(x, used, config, rng, gen)
     if config.nan_prob > 0:
-        x = _insert_missing(x, used, config, rng, gen)
+        x = x.masked_fill(_random_cells(x, used, config.nan_prob, config.nan_max_fraction, rng, gen), math.nan)
     mean, std = fit_normalization(x[:, :n_train])
     x = rescale_by_used_features(apply_normalization(x, mean, std), n_features, config.f_max)
     return torch.where(used[:, None, :], x, 0.0)

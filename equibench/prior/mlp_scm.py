@@ -3,9 +3,8 @@
 Layer count and hidden width are drawn once per batch (so a group of datasets runs as
 batched matmuls); weight std, noise std, weight sparsity (Bernoulli dropout or
 block-diagonal), activation, number of causes and causal/direct mode are drawn per dataset.
-Random causes go through the net with Gaussian noise after every hidden layer. Causal mode
-reads the features and the target from random hidden nodes; direct mode uses the causes as
-features and a scalar output head as target.
+Random causes go through the net with Gaussian noise after every hidden layer; where the
+features and the target are read in each mode: :func:`sample_mlp`.
 """
 
 from __future__ import annotations

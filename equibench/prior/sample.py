@@ -29,7 +29,6 @@ def sample_batch(
     The MLP/GP choice is made per dataset. Datasets whose MLP overflowed to non-finite values
     are zeroed and masked out of the loss, like those with a test class unseen in train.
     """
-    _check_batch_size(batch_size)
     return sample_batch_from_seed(config, batch_size, draw_batch_seed(generator), device)
 
 
@@ -44,7 +43,8 @@ def sample_batch_from_seed(
 ) -> PriorBatch:
     """The batch :func:`sample_batch` draws when its generator gives ``seed`` (a pure function
     of its arguments: worker processes can draw a run's batches ahead of it)."""
-    _check_batch_size(batch_size)
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InvalidInputError(f"`batch_size` must be a positive integer, got {batch_size!r}")
     device = torch.device(device)
     rng = np.random.default_rng(seed)
     gen = torch.Generator(device=device)
@@ -69,11 +69,6 @@ def sample_batch_from_seed(
     y = assign_classes(y_cont, n_classes, gen)
     loss_mask = classes_seen_in_train(y, n_train, n_classes) & finite
     return PriorBatch(x=x, y=y, n_train=n_train, n_classes=n_classes, n_features=n_features, loss_mask=loss_mask)
-
-
-def _check_batch_size(batch_size) -> None:
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise InvalidInputError(f"`batch_size` must be a positive integer, got {batch_size!r}")
 
 
 def feature_counts(config: PriorConfig, batch_size: int, rng: np.random.Generator) -> np.ndarray:

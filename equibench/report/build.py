@@ -120,18 +120,13 @@ def _file_stem(suite: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", suite)
 
 
-def _link(path: Path, out_dir: Path) -> str:
-    return path.relative_to(out_dir).as_posix()
-
-
 def _table_item(description: str, display: pd.DataFrame, raw: pd.DataFrame, out_dir: Path, name: str) -> list[str]:
-    stem = out_dir / "tables" / name
-    markdown = write_table(display, raw, stem)
+    markdown = write_table(display, raw, out_dir / "tables" / name)
     return [description, "", markdown, f"Files: [LaTeX](tables/{name}.tex), [CSV](tables/{name}.csv)", ""]
 
 
 def _figure_item(description: str, paths: list[Path], out_dir: Path) -> list[str]:
-    png, pdf = (_link(path, out_dir) for path in paths)
+    png, pdf = (path.relative_to(out_dir).as_posix() for path in paths)
     return [description, "", f"![{Path(png).stem}]({png})", "", f"PDF: [{pdf}]({pdf})", ""]
 
 
@@ -304,13 +299,6 @@ def _manifest_lines(results_dir: Path) -> list[str]:
     return [*lines, ""]
 
 
-def _manifest_section(results_dirs: list[Path]) -> list[str]:
-    lines = ["## Run manifests", ""]
-    for results_dir in results_dirs:
-        lines += _manifest_lines(results_dir)
-    return lines
-
-
 def _summary_lines(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int, origins: list[str]) -> list[str]:
     counts = ", ".join(f"{n} {status}" for status, n in rows["status"].value_counts().sort_index().items())
     sources = ", ".join(f"`{path}` ({origin})" for path, origin in zip(results_dirs, origins))
@@ -340,10 +328,6 @@ def _previous_outputs(out_dir: Path) -> set[str]:
     return {name for name in names if _OUTPUT_NAME.fullmatch(name)}
 
 
-def _collisions(out_dir: Path, new: list[str], previous: set[str]) -> list[str]:
-    return [name for name in new if name not in previous and (out_dir / name).exists()]
-
-
 def _write_outputs(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int, origins: list[str],
                    out_dir: Path) -> None:
     """REPORT.md, tables/ and figures/ of ``rows``, written under ``out_dir``."""
@@ -352,7 +336,9 @@ def _write_outputs(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int
     for suite, cells in ok.groupby("suite", sort=True):
         lines += suite_section(cells, suite, out_dir)
     lines += _failures_section(rows, out_dir)
-    lines += _manifest_section(results_dirs)
+    lines += ["## Run manifests", ""]
+    for results_dir in results_dirs:
+        lines += _manifest_lines(results_dir)
     (out_dir / "REPORT.md").write_text("\n".join(lines).rstrip("\n") + "\n")
 
 
@@ -376,7 +362,7 @@ def build_report(results_dirs: list[Path], out_dir: Path) -> Path:
         try:
             _write_outputs(rows, results_dirs, duplicates, origins, staging)
             new = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
-            clashes = _collisions(out_dir, new, previous)
+            clashes = [name for name in new if name not in previous and (out_dir / name).exists()]
             if clashes:
                 raise InvalidInputError(
                     f"{str(out_dir / clashes[0])!r} (and {len(clashes) - 1} more) exists and was not written by "

@@ -85,12 +85,6 @@ def critical_difference_diagram(auc: pd.DataFrame, suite: str, stem: Path) -> tu
                    f"{result.cd:.2f}); the Friedman test is {verdict} (p = {result.pvalue:.3g}).")
 
 
-def _method_colours(methods: list[str]) -> dict[str, tuple]:
-    """Distinct colours (tab10, then Dark2), in the order of ``methods``."""
-    palette = [*colormaps["tab10"].colors, *colormaps["Dark2"].colors]
-    return {method: palette[index % len(palette)] for index, method in enumerate(methods)}
-
-
 def _obstacles(axes, table: pd.DataFrame, radii: pd.Series) -> list[Bbox]:
     """Display boxes of every marker (by its radius in points) and of the Pareto front's segments."""
     scale = axes.figure.dpi / 72
@@ -162,7 +156,8 @@ def ensemble_bubble_plot(table: pd.DataFrame, suite: str, stem: Path) -> list[Pa
     area = area.where(table["ensemble"], 45.0)
     ensemble = table.groupby("method")["ensemble"].first()
     methods = sorted(ensemble.index, key=lambda method: (not ensemble[method], method_label(method).casefold()))
-    colours = _method_colours(methods)
+    palette = [*colormaps["tab10"].colors, *colormaps["Dark2"].colors]  # distinct colours, in the order of methods
+    colours = {method: palette[index % len(palette)] for index, method in enumerate(methods)}
     handles = []
     for method in methods:
         rows = table[table["method"] == method]

@@ -20,13 +20,12 @@ def finetuning_table(cells: pd.DataFrame) -> pd.DataFrame:
     """Per zero-shot method and task: the mean over paired folds of the zero-shot and fine-tuned
     accuracy (%), the fine-tuned cells' mean validation gain (points), kept share (of folds whose
     fine-tuning kept a step) and fine-tuning seconds; empty without a pair."""
+    measures = ["finetune_kept_step", "finetune_validation_gain", "finetune_seconds"]
     tuned = cells[cells["method"].str.endswith(FINETUNED_SUFFIX)]
-    tuned = tuned.assign(method=tuned["method"].str.removesuffix(FINETUNED_SUFFIX),
-                         **diagnostics(tuned, ["finetune_kept_step", "finetune_validation_gain", "finetune_seconds"]))
+    tuned = tuned.assign(method=tuned["method"].str.removesuffix(FINETUNED_SUFFIX), **diagnostics(tuned, measures))
     keys = ["method", "variant", "task_id", "fold"]
-    pairs = cells[keys + ["dataset", "accuracy"]].merge(tuned[keys + ["accuracy", "finetune_kept_step",
-                                                                      "finetune_validation_gain", "finetune_seconds"]],
-                                                        on=keys, suffixes=("_zero_shot", "_finetuned"))
+    pairs = cells[keys + ["dataset", "accuracy"]].merge(tuned[keys + ["accuracy", *measures]], on=keys,
+                                                        suffixes=("_zero_shot", "_finetuned"))
     if pairs.empty:
         return pd.DataFrame()
     pairs = pairs.assign(kept=pairs["finetune_kept_step"] > 0)

@@ -30,11 +30,6 @@ def method_label(method: str) -> str:
     return spec.label if spec else method
 
 
-def is_ensemble_variant(variant: str) -> bool:
-    """Whether a variant names an ensemble size ("n1", "n4", ...)."""
-    return ensemble_size(variant) is not None
-
-
 def variant_members(variant: str) -> int:
     """Ensemble members of a variant (its ensemble size); 1 for "default" and other names."""
     return ensemble_size(variant) or 1
@@ -66,9 +61,8 @@ def has_knn(cells: pd.DataFrame) -> bool:
 
 def has_ensembles(cells: pd.DataFrame) -> bool:
     """Whether some method has at least two ensemble-size variants."""
-    ensembles = cells[cells["variant"].map(is_ensemble_variant)]
-    sizes = ensembles.assign(size=ensembles["variant"].map(ensemble_size))
-    return bool((sizes.groupby("method")["size"].nunique() >= 2).any())
+    sizes = cells["variant"].map(ensemble_size)  # None (which nunique skips) for other variants
+    return bool((sizes.groupby(cells["method"]).nunique() >= 2).any())
 
 
 def relative_to_knn(cells: pd.DataFrame, metric: str) -> pd.Series:
@@ -81,13 +75,13 @@ def relative_to_knn(cells: pd.DataFrame, metric: str) -> pd.Series:
     return (100 * (means[metric] - reference) / reference).dropna().rename(f"{metric}_rel_pct")
 
 
-def support(cells: pd.DataFrame, by: str = "entry") -> pd.DataFrame:
-    """What each group's numbers rest on: tasks, the fewest and most folds of a task, and the
-    seeds the cells were run with (per group of ``by``)."""
-    folds = cells.groupby([by, "task_id"])["fold"].nunique().groupby(level=by)
-    seeds = cells.groupby(by)["seed"].nunique() if "seed" in cells else pd.Series(dtype=float)
+def support(cells: pd.DataFrame) -> pd.DataFrame:
+    """What each entry's numbers rest on: tasks, the fewest and most folds of a task, and the
+    seeds the cells were run with."""
+    folds = cells.groupby(["entry", "task_id"])["fold"].nunique().groupby(level="entry")
+    seeds = cells.groupby("entry")["seed"].nunique() if "seed" in cells else pd.Series(dtype=float)
     return pd.DataFrame({
-        "n_tasks": cells.groupby(by)["task_id"].nunique(), "folds_per_task_min": folds.min(),
+        "n_tasks": cells.groupby("entry")["task_id"].nunique(), "folds_per_task_min": folds.min(),
         "folds_per_task_max": folds.max(), "n_seeds": seeds,
     })
 
@@ -134,14 +128,8 @@ def runtime_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 def pareto_front(time_s: pd.Series, score: pd.Series) -> pd.Series:
     """Whether each point is Pareto-optimal for (lower time, higher score)."""
-    order = sorted(time_s.index, key=lambda key: (time_s[key], -score[key]))
-    best = float("-inf")
-    front = pd.Series(False, index=time_s.index)
-    for key in order:
-        if score[key] > best:
-            front[key] = True
-            best = score[key]
-    return front
+    ordered = score[sorted(time_s.index, key=lambda key: (time_s[key], -score[key]))]
+    return (ordered > ordered.cummax().shift(fill_value=float("-inf"))).reindex(time_s.index)
 
 
 def ensemble_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -153,11 +141,10 @@ def ensemble_table(cells: pd.DataFrame) -> pd.DataFrame:
     ).join(support(cells))
     table["auc_rel_pct"] = relative_to_knn(cells, "auc").groupby(level="entry").mean()
     table = table.dropna(subset=["time_s", "auc_rel_pct"])
-    ensembled = cells[cells["variant"].map(is_ensemble_variant)]["method"].unique()
+    ensembled = cells.loc[cells["variant"].map(ensemble_size).notna(), "method"].unique()
     table["ensemble"] = table["method"].isin(ensembled)
     table["pareto"] = pareto_front(table["time_s"], table["auc_rel_pct"])
-    order = sorted(table.index, key=lambda entry: (table.at[entry, "method"], _variant_key(table.at[entry, "variant"])))
-    return table.loc[order]
+    return table.sort_values(["method", "members", "variant"])
 
 
 def ratio_speedup_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -167,7 +154,7 @@ def ratio_speedup_table(cells: pd.DataFrame) -> pd.DataFrame:
     EquiTabPFN's, on the (task, fold) cells both ran); empty without EquiTabPFN and KNN."""
     columns = ["method", "variant", "members", "auc_ratio", "speedup", "equitabpfn_auc_ratio", "n_folds"]
     equi = cells[(cells["method"] == EQUITABPFN) & cells["main"]]
-    ensembled = cells[cells["variant"].map(is_ensemble_variant) & (cells["method"] != EQUITABPFN)]
+    ensembled = cells[cells["variant"].map(ensemble_size).notna() & (cells["method"] != EQUITABPFN)]
     if equi.empty or ensembled.empty or not has_knn(cells):
         return pd.DataFrame(columns=columns)
     ratio = 1 + relative_to_knn(cells, "auc").groupby(level="entry").mean() / 100
@@ -180,8 +167,7 @@ def ratio_speedup_table(cells: pd.DataFrame) -> pd.DataFrame:
     table["speedup"] = times["time_s"] / times["time_s_equi"].where(times["time_s_equi"] > 0)
     table["equitabpfn_auc_ratio"] = ratio.get(equi["entry"].iloc[0], float("nan"))
     table["n_folds"] = paired.groupby("entry").size().reindex(table.index).fillna(0).astype(int)
-    order = sorted(table.index, key=lambda entry: (table.at[entry, "method"], _variant_key(table.at[entry, "variant"])))
-    return table.loc[order, columns].dropna(subset=["auc_ratio", "speedup"])
+    return table.sort_values(["method", "members", "variant"])[columns].dropna(subset=["auc_ratio", "speedup"])
 
 
 def paired_auc(cells: pd.DataFrame) -> pd.DataFrame:
@@ -203,8 +189,8 @@ def failures_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(records, columns=["suite", "method", "skipped", "failed", "most_common_reason", "reason_count"])
 
 
-def _number(value: float, digits: int = 1) -> str:
-    return "n/a" if pd.isna(value) else f"{value:.{digits}f}"
+def _number(value: float, digits: int = 1, missing: str = "n/a") -> str:
+    return missing if pd.isna(value) else f"{value:.{digits}f}"
 
 
 def _seconds(value: float) -> str:
@@ -219,10 +205,13 @@ def _count(value: float) -> str:
     return "n/a" if pd.isna(value) else str(int(value))
 
 
-def _folds_per_task(table: pd.DataFrame) -> list[str]:
-    """"10", or "3-10" when tasks have different numbers of folds."""
-    return [_count(low) if low == high or pd.isna(low) else f"{int(low)}-{int(high)}"
-            for low, high in zip(table["folds_per_task_min"], table["folds_per_task_max"])]
+def _support_display(table: pd.DataFrame) -> dict[str, list[str]]:
+    """The columns of :func:`support`: tasks, folds per task ("10", or "3-10" when tasks have
+    different numbers of folds) and seeds."""
+    return {"tasks": table["n_tasks"].astype(str).to_list(),
+            "folds per task": [_count(low) if low == high or pd.isna(low) else f"{int(low)}-{int(high)}"
+                               for low, high in zip(table["folds_per_task_min"], table["folds_per_task_max"])],
+            "seeds": table["n_seeds"].map(_count).to_list()}
 
 
 def aggregate_display(table: pd.DataFrame) -> pd.DataFrame:
@@ -233,10 +222,7 @@ def aggregate_display(table: pd.DataFrame) -> pd.DataFrame:
         display[name] = [_mean_sem(m, s) for m, s in zip(table[f"{metric}_mean_pct"], table[f"{metric}_sem_pct"])]
     display["fold-to-fold s.d. of accuracy (%)"] = table["accuracy_fold_sd_pct"].map(_number).to_numpy()
     display["time per fold (s)"] = table["time_s"].map(_seconds).to_numpy()
-    display["tasks"] = table["n_tasks"].astype(str).to_numpy()
-    display["folds per task"] = _folds_per_task(table)
-    display["seeds"] = table["n_seeds"].map(_count).to_numpy()
-    return display
+    return display.assign(**_support_display(table))
 
 
 def relative_speed(speedup: float) -> str:
@@ -266,9 +252,7 @@ def ensemble_display(table: pd.DataFrame) -> pd.DataFrame:
         "time per fold (s)": table["time_s"].map(_seconds).to_numpy(),
         "AUC improvement over KNN (%)": table["auc_rel_pct"].map(_number).to_numpy(),
         "Pareto front": ["yes" if value else "" for value in table["pareto"]],
-        "tasks": table["n_tasks"].astype(str).to_numpy(),
-        "folds per task": _folds_per_task(table),
-        "seeds": table["n_seeds"].map(_count).to_numpy(),
+        **_support_display(table),
     })
 
 
@@ -326,14 +310,11 @@ def context_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def context_display(table: pd.DataFrame) -> pd.DataFrame:
-    def number(value, digits):
-        return "" if pd.isna(value) else f"{value:.{digits}f}"
-
     return pd.DataFrame({
         "method": table.index, "accuracy (%)": [f"{v:.2f}" for v in table["accuracy"]],
         "fit + predict s / 1,000 rows": [f"{v:.3g}" for v in table["fit_predict_s_per_1k"]],
         "predict s / 1,000 rows": [f"{v:.3g}" for v in table["predict_s_per_1k"]],
-        "rows / context": [number(v, 0) for v in table["context_rows"]],
-        "classes / context": [number(v, 1) for v in table["context_classes"]],
-        "groups": [number(v, 1) for v in table["context_groups"]], "tasks": table["tasks"].astype(int),
+        "rows / context": [_number(v, 0, "") for v in table["context_rows"]],
+        "classes / context": [_number(v, 1, "") for v in table["context_classes"]],
+        "groups": [_number(v, 1, "") for v in table["context_groups"]], "tasks": table["tasks"].astype(int),
     })

@@ -126,17 +126,6 @@ def _machine(device) -> str:
     return f"{torch.cuda.get_device_name(resolved)}, {text}" if resolved.type == "cuda" else text
 
 
-def _classifier_settings(classifier, given: dict) -> dict:
-    """The settings the scores depend on: the classifier's own parameters (an ECOC
-    wrapper's estimator's), or what was given when it has none."""
-    inner = getattr(classifier, "estimator", classifier)
-    try:
-        params = inner.get_params(deep=False)
-    except AttributeError:
-        return dict(given)
-    return {name: params[name] for name in RECORDED_SETTINGS if name in params}
-
-
 def score_checkpoint(
     checkpoint: str | os.PathLike,
     openml_cache: str | os.PathLike | None = None,
@@ -194,7 +183,8 @@ def score_checkpoint(
             bar.advance(job)
         bar.update(job, description="done")
     scores = pd.DataFrame(rows, columns=list(COLUMNS))
-    recorded = _classifier_settings(classifier_for(path, n_classes=2, **settings), settings)
+    params = classifier_for(path, n_classes=2, **settings).get_params(deep=False)  # 2 classes: never ECOC-wrapped
+    recorded = {name: params[name] for name in RECORDED_SETTINGS if name in params}
     return Scorecard(
         checkpoint=str(checkpoint), arch=card.arch, scores=scores,
         criteria=evaluate_criteria(scores, label, datasets=list(datasets)), folds=folds,

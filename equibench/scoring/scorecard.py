@@ -140,11 +140,10 @@ class Scorecard:
                   f"Classifier settings: {settings or 'defaults'}; threads={self.threads}.", ""]
         bundled = self.bundled_table()
         if not bundled.empty:
-            margin = f"{model} - LR (points)"
             display = pd.DataFrame({
                 "dataset": bundled.index, model: bundled[model].map(_points),
                 BUNDLED_REFERENCE: bundled[BUNDLED_REFERENCE].map(_points),
-                margin: (100 * (bundled[model] - bundled[BUNDLED_REFERENCE])).map("{:+.1f}".format)})
+                f"{model} - LR (points)": (100 * (bundled[model] - bundled[BUNDLED_REFERENCE])).map("{:+.1f}".format)})
             lines += [f"### Bundled datasets ({BUNDLED_FOLDS}-fold stratified CV accuracy)", "", markdown_table(display)]
         if self.folds is None:
             lines += ["### OpenML cache", "", "Not measured: no OpenML cache given, so the <=10-class and >10-class "

@@ -1,9 +1,5 @@
 """Where tasks come from: built-in demo tasks, the paper's suites, an offline OpenML cache,
 your own CSV/parquet files, and ``equibench download`` / ``--verify`` of such a cache.
-
-Modules: ``task`` (a task and its folds, the demo tasks), ``suites`` (suites and task ids),
-``openml`` (a task from an OpenML cache), ``user_data`` (a task from a table file),
-``download``, ``cache_check`` and ``cache_manifest`` (fetching and checking a cache).
 """
 
 from .._lazy import lazy_exports

@@ -126,12 +126,11 @@ def _check_data(path: Path, target: str, ignored: set[str]) -> tuple[int, int, l
     names = [name for name, _ in attributes]
     if target not in names:
         raise BrokenFileError(f"dataset.arff has no target attribute {target!r}")
-    if not isinstance(attributes[names.index(target)][1], list):
-        raise UnsupportedTaskError(f"the target {target!r} of dataset.arff is not a nominal attribute")
     column = names.index(target)
-    labels = [row[column] for row in rows]
+    if not isinstance(attributes[column][1], list):
+        raise UnsupportedTaskError(f"the target {target!r} of dataset.arff is not a nominal attribute")
     features = sum(1 for name in names if name != target and name not in ignored)
-    return len(rows), features, labels
+    return len(rows), features, [row[column] for row in rows]
 
 
 def _check_folds(path: Path, n_rows: int, n_folds: int) -> None:
@@ -141,14 +140,9 @@ def _check_folds(path: Path, n_rows: int, n_folds: int) -> None:
     if not {"type", "rowid", "repeat", "fold"} <= set(names):
         raise BrokenFileError("datasplits.arff lacks one of the attributes type, rowid, repeat, fold")
     kind, rowid, repeat, fold = (names.index(name) for name in ("type", "rowid", "repeat", "fold"))
-    tested = Counter()
-    folds = set()
-    for split in splits:
-        if int(split[repeat]) != 0:
-            continue
-        folds.add(int(split[fold]))
-        if split[kind] == "TEST":
-            tested[int(split[rowid])] += 1
+    first_repeat = [split for split in splits if int(split[repeat]) == 0]
+    folds = {int(split[fold]) for split in first_repeat}
+    tested = Counter(int(split[rowid]) for split in first_repeat if split[kind] == "TEST")
     if folds != set(range(n_folds)):
         raise BrokenFileError(f"datasplits.arff has folds {sorted(folds)[:12]}, expected 0..{n_folds - 1}")
     outside = [row for row in tested if not 0 <= row < n_rows]
@@ -204,12 +198,8 @@ def check_task(
             features = _as_list(_xml(files["features.xml"], "oml:data_features").get("oml:feature"))
             if target not in {str(feature.get("oml:name")) for feature in features}:
                 check.problems.append(f"features.xml does not list the target {target!r}")
-        qualities = {}
-        if files["qualities.xml"]:
-            qualities = {
-                str(q.get("oml:name")): q.get("oml:value")
-                for q in _as_list(_xml(files["qualities.xml"], "oml:data_qualities").get("oml:quality"))
-            }
+        qualities_xml = _xml(files["qualities.xml"], "oml:data_qualities") if files["qualities.xml"] else {}
+        qualities = {str(q.get("oml:name")): q.get("oml:value") for q in _as_list(qualities_xml.get("oml:quality"))}
         if not deep or files["dataset.arff"] is None:
             return check
         ignored = _names(description.get("oml:ignore_attribute")) | _names(description.get("oml:row_id_attribute"))

@@ -126,15 +126,12 @@ def _openml_requests(timeout_s: float):
     adapter's default) and raise 5xx/429 answers (a response hook).
 
     Why openml's private name ``_api_calls.requests`` is replaced: openml 0.15.1 (the latest
-    release) opens a new ``requests.Session()`` inside ``_api_calls._send_request`` for each
-    call, sends it without a timeout, and takes no session, adapter or timeout setting; its
-    public ``openml.config`` has only ``connection_n_retries``/``retry_policy`` (used: one
-    attempt, as :func:`download_tasks` retries). A timeout setting is proposed upstream
-    (openml/openml-python pull request 1651, not merged), and requests itself has no default
-    timeout, so no library setting serves. Of the possible patches this is the narrowest: one
-    name in one openml module, for the duration of a download (``unittest.mock.patch.object``),
-    where patching ``requests.Session`` would change every session of the process. Drop it for
-    openml's own timeout setting once a release has one."""
+    release) opens a new ``requests.Session()`` per call in ``_api_calls._send_request``, sends
+    it without a timeout, and takes no session, adapter or timeout setting (``openml.config``
+    has only the retry settings; a timeout setting is proposed in openml/openml-python pull
+    request 1651, not merged); requests has no default timeout. Patching this one name for the
+    download's duration is the narrowest patch: patching ``requests.Session`` would change every
+    session of the process. Drop it for openml's own timeout setting once a release has one."""
     import types
 
     import requests
@@ -277,22 +274,19 @@ def _download_task(task_id: str, cache: Path, manifest: Manifest, options: Downl
         wait=wait_exponential(multiplier=options.backoff_s, max=MAX_BACKOFF_S), before_sleep=announce,
         sleep=sleep, reraise=True,
     )
-    attempt = 0
     try:
-        for trial in retrying:
-            with trial:
-                attempt = trial.retry_state.attempt_number
-                return _attempt_task(task_id, cache, manifest, options, attempt)
+        download = retrying(_attempt_task, task_id, cache, manifest, options)
     except Exception as error:  # noqa: BLE001 - openml raises many kinds; each is a row, not a crash
+        attempt = retrying.statistics["attempt_number"]
         reason = _reason(error)
         if _is_transient(error):
             reason = f"gave up after {attempt} attempts; last error {reason}"
         return TaskDownload(check_task(server_dir(cache), task_id, deep=False), "failed", reason, attempt)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    download.attempts = retrying.statistics["attempt_number"]
+    return download
 
 
-def _attempt_task(task_id: str, cache: Path, manifest: Manifest, options: DownloadOptions,
-                  attempt: int) -> TaskDownload:
+def _attempt_task(task_id: str, cache: Path, manifest: Manifest, options: DownloadOptions) -> TaskDownload:
     """One attempt at a task: fetch it into a staging folder of its own, check it, install it."""
     stage = Path(tempfile.mkdtemp(dir=cache / PARTIAL_DIR, prefix=f"task-{task_id}-"))
     try:
@@ -305,9 +299,9 @@ def _attempt_task(task_id: str, cache: Path, manifest: Manifest, options: Downlo
                     f"{', '.join(conflicts)} in the cache differ from the server's copy and were not written by "
                     f"equibench, so they were left as they are, and the task fails the check with them "
                     f"({check.describe()}); move them away and rerun"
-                ), attempt)
+                ))
         _record_task(manifest, check)
-        return TaskDownload(check, "downloaded", attempts=attempt)
+        return TaskDownload(check, "downloaded")
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 

@@ -63,26 +63,17 @@ def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Pat
             continue
         if target.is_file() and target.stat().st_size == path.stat().st_size:  # a resumed run copies nothing again
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)  # missing, or torn by a killed copy: copy it (again)
-        atomic_write(target, lambda tmp, path=path: _copy_writable(path, tmp))
+        atomic_write(target, lambda tmp, path=path: shutil.copyfile(path, tmp))  # missing, or torn by a killed copy
     return work_dir
 
 
 def load_cached_tasks(source: str | os.PathLike, task_ids=None) -> dict[int, Task]:
     """The tasks ``task_ids`` (default: every task, in numeric order) of the OpenML cache at
-    ``source``, by task id, loaded through a temporary writable copy that is removed afterwards
-    (``source`` is only read)."""
+    ``source``, by task id, loaded through a temporary writable copy (``source`` is only read)."""
     with tempfile.TemporaryDirectory(prefix="equibench-openml-") as work_dir:
         cache = working_cache(source, work_dir)
         chosen = cached_task_ids(cache) if task_ids is None else task_ids
         return {int(task_id): load_task(int(task_id), cache) for task_id in chosen}
-
-
-def _copy_writable(source: Path, target: Path) -> None:
-    shutil.copyfile(source, target)
-    if target.stat().st_size != source.stat().st_size:
-        raise OSError(f"copying {str(source)!r} to {str(target)!r} wrote {target.stat().st_size} of "
-                      f"{source.stat().st_size} bytes (disk full?)")
 
 
 def openml_root(cache_dir: str | os.PathLike | None) -> Path:

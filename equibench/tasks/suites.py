@@ -71,6 +71,9 @@ BUILTIN_SUITES = {
 }
 
 
+_SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
 def _task_id(value) -> str:
     text = str(value).strip()
     if text.startswith("demo-"):
@@ -118,20 +121,13 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
     duplicates = sorted({t for t in task_ids if task_ids.count(t) > 1})
     if duplicates:
         raise InvalidInputError(f"suite file {str(path)!r} lists tasks more than once: {duplicates}")
-    return Suite(_suite_name(data.get("name", path.stem), path), tuple(task_ids), tuple(files))
-
-
-_SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-
-
-def _suite_name(name, path: Path) -> str:
-    """The suite's name, which becomes part of file names: letters, digits, ``_ . -`` only."""
+    name = data.get("name", path.stem)
     if not isinstance(name, (str, int)) or isinstance(name, bool) or not _SUITE_NAME.fullmatch(str(name)) or ".." in str(name):
         raise InvalidInputError(
             f"suite file {str(path)!r} has the name {name!r}; a suite name becomes part of file names, so use 1 to 100 "
             "letters, digits, '_', '.' or '-' (starting with a letter or digit, no '..'), e.g. name = \"my-suite\""
         )
-    return str(name)
+    return Suite(str(name), tuple(task_ids), tuple(files))
 
 
 def load_task(task_id: str, openml_cache: str | os.PathLike | None, files: tuple[FileTask, ...] = ()) -> Task:

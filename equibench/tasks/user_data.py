@@ -19,7 +19,6 @@ when every value is one, else text.
 
 from __future__ import annotations
 
-import io
 import numbers
 import re
 from dataclasses import dataclass
@@ -237,15 +236,13 @@ def frame_suite(frame, target: str, out: Path, name: str, fold_column: str | Non
     check_labels(frame[target], target, "the frame")
     frame = _uniform_object_columns(frame)
     data_path = out / "data" / f"{name}.parquet"
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
-    if data_path.exists() and data_path.read_bytes() != buffer.getvalue():
+    data = frame.to_parquet(index=False)  # the file's bytes
+    if data_path.exists() and data_path.read_bytes() != data:
         raise InvalidInputError(
             f"{str(out)!r} holds results for another frame named {name!r}; pass a new out directory or name"
         )
-    data_path.parent.mkdir(parents=True, exist_ok=True)
-    if not data_path.exists():
-        atomic_write(data_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
+    if not data_path.exists():  # atomic_write makes the data folder
+        atomic_write(data_path, lambda tmp: tmp.write_bytes(data))
     entry = {"file": f"data/{name}.parquet", "target": target, "name": name}
     if fold_column is not None:
         entry["folds"] = fold_column

@@ -154,6 +154,15 @@ def test_fit_state_round_trip(tmp_path, classifier_class, checkpoint):
     assert Path(loaded.get_params()["checkpoint"]) == Path(checkpoint).resolve()
 
 
+@pytest.mark.parametrize("transforms, encodings", [("quantile", "onehot"), (("none", "quantile"), ("ordinal",))])
+def test_fit_state_keeps_the_preprocessing_parameters_as_given(tmp_path, transforms, encodings):
+    X, y = blobs()
+    fitted = _equi(n_estimators=2, feature_transforms=transforms, categorical_encodings=encodings).fit(X, y)
+    loaded = EquiTabPFNClassifier.load_from_fit_state(fitted.save_fit_state(tmp_path / "state.npz"))
+    assert loaded.feature_transforms == transforms and loaded.categorical_encodings == encodings
+    np.testing.assert_array_equal(clone(loaded).fit(X, y).predict_proba(X), fitted.predict_proba(X))
+
+
 def test_fit_state_checks_the_checkpoint_and_the_file(tmp_path):
     X, y = blobs()
     copy = tmp_path / "model.pt"

@@ -301,7 +301,8 @@ def test_default_members_see_categories_as_codes_and_as_one_hot_columns():
     unseen = frame.iloc[:2].assign(site=pd.Categorical(["z", "a"]))
     codes = fitted.encoder_.transform(unseen)
     assert np.isnan(codes[0, 1]) and not np.isnan(codes[1, 1])
-    block = fitted.strategy_.prepared[0][2].transform._encode(codes)[:, 1:9]  # the site's one-hot columns, before normalisation
+    one_hot = fitted.strategy_.prepared[0][2].transform.one_hot_
+    block = expand_one_hot(codes, one_hot)[:, 1:9]  # the site's one-hot columns, before normalisation
     np.testing.assert_array_equal(block, [[0] * 8, [1] + [0] * 7])
     ordinal_only = _equi(categorical_encodings="ordinal").fit(frame, y)
     assert {spec.categorical_encoding for spec in ordinal_only.strategy_.specs} == {"ordinal"}

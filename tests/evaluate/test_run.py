@@ -337,8 +337,8 @@ def test_ensemble_variants_are_named_from_the_settings_and_resume(tmp_path):
     methods = json.loads((tmp_path / "manifest.json").read_text())["settings"]["methods"]
     assert methods["knn"] == {"threads_per_cell": 1}
     assert methods["tabpfn-v1"] == {"tabpfn_weights": None, "threads_per_cell": 1}
-    assert set(methods["equitabpfn"]) == {"checkpoint_sha256", "max_train_rows", "feature_transforms",
-                                          "threads_per_cell"}
+    assert set(methods["equitabpfn"]) == {"checkpoint_sha256", "max_train_rows", "feature_transforms", "subsample",
+                                          "local", "threads_per_cell"}
     assert methods["equitabpfn"]["feature_transforms"] == ["none", "quantile"]
     summary = evaluate(_tiny(methods=("equitabpfn",), ensembles=(2, 4)), tmp_path, progress=False)
     assert [cell.settings.n_estimators for cell in summary.pending] == [4] * 6

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from equibench.pretrain import pretrain
-from equibench.pretrain.config import changed_settings, describe_run
 from equibench.prior import PriorConfig
 
 from .common import PRIOR, log_records, step_losses, tiny_config
@@ -75,12 +72,3 @@ def test_resume_may_change_the_curriculum_of_the_steps_to_come_only(tmp_path):
     pretrain(tiny_config(rows_curriculum=later, **changes), PRIOR, tmp_path / "run", resume=True, progress=False)
     assert step_losses(tmp_path / "run") == step_losses(straight)
     assert [r["rows"] for r in log_records(tmp_path / "run") if r["kind"] == "step"] == [96] * 4 + [48] * 2
-
-
-def test_a_run_saved_before_a_prior_option_existed_resumes_with_its_default():
-    config = tiny_config(steps=2)
-    current = describe_run(config, PRIOR, world_size=1)
-    saved = {**current, "prior": {k: v for k, v in current["prior"].items() if not k.startswith("outlier_")}}
-    assert changed_settings(saved, current, config, done_steps=1) == []
-    moved = describe_run(config, dataclasses.replace(PRIOR, outlier_prob=0.5), world_size=1)
-    assert changed_settings(saved, moved, config, done_steps=1) == ["prior.outlier_prob"]

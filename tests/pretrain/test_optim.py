@@ -16,7 +16,6 @@ from equibench.pretrain.optim import (
     cosine_schedule,
     decay_start,
     evaluation_weights,
-    load_schedule,
     wsd_factor,
 )
 from equibench.prior import sample_batch
@@ -57,31 +56,6 @@ def test_torchs_cosine_schedule_gives_the_closed_form_learning_rates(warmup_step
     if warmup_steps == 10:
         assert lrs[0] == pytest.approx(1e-4) and lrs[9] == lrs[10] == pytest.approx(1e-3)
         assert lrs[60] == pytest.approx(5e-4) and all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[-1] < 1e-5
-
-
-def test_a_cosine_run_saved_with_the_closed_form_schedule_continues_on_torchs():
-    """A cosine run's state saved by an earlier equibench (a LambdaLR's) resumes with the learning
-    rates a run started now has at that step, bit for bit, and the same ones after it."""
-    config = tiny_config(steps=40, warmup_steps=5)
-    model = build_model("equitabpfn", size_config("tiny"))
-    old_optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-    old = torch.optim.lr_scheduler.LambdaLR(old_optimizer, lambda step: closed_form_cosine(step, 5, 40))
-    for _ in range(17):
-        old_optimizer.step()
-        old.step()
-    optimizer, scheduler = build_optimizer(model, config, torch.device("cpu"))
-    optimizer.load_state_dict(old_optimizer.state_dict())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        load_schedule(scheduler, old.state_dict())
-    expected = _cosine_lrs(5, 40, 40, lr=config.lr)
-    assert scheduler.get_last_lr()[0] == optimizer.param_groups[0]["lr"] == expected[17]
-    resumed = []
-    for _ in range(17, 40):
-        resumed.append(scheduler.get_last_lr()[0])
-        optimizer.step()
-        scheduler.step()
-    assert resumed == expected[17:]
 
 
 def test_warmup_stable_decay_schedule():
