@@ -78,3 +78,9 @@ class NonFiniteLossError(EquibenchError, RuntimeError):
 
 class WorkerLostError(EquibenchError, RuntimeError):
     """A worker process ended unexpectedly (killed, or out of memory) while the run needed it."""
+
+
+def first_line(error: BaseException, limit: int | None = None) -> str:
+    """``TypeName: the first line of its message``, that line cut at ``limit`` characters."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:limit] if lines else ''}"

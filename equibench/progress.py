@@ -69,7 +69,8 @@ def time_to_deadline_s(task) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-def _clock(seconds: float | None) -> str:
+def clock_text(seconds: float | None) -> str:
+    """``h:mm:ss`` (``2 days, h:mm:ss`` past a day); ``?`` for None."""
     return "?" if seconds is None else str(datetime.timedelta(seconds=int(seconds)))
 
 
@@ -81,7 +82,7 @@ class LimitedRemainingColumn(TimeRemainingColumn):
         left = time_to_deadline_s(task)
         if task.finished or left is None or (task.time_remaining is not None and task.time_remaining < left):
             return super().render(task)
-        return Text(f"{_clock(left)} (limit)", style="progress.remaining")
+        return Text(f"{clock_text(left)} (limit)", style="progress.remaining")
 
 
 class Progress(RichProgress):
@@ -162,5 +163,5 @@ class Progress(RichProgress):
                           if isinstance(value, (int, float)) and not isinstance(value, bool)
                           and math.isfinite(value) and name != DEADLINE_FIELD)
         text = f", {task.fields[TEXT_FIELD]}" if task.fields.get(TEXT_FIELD) else ""
-        return (f"{what}: {task.completed:g}/{total} done{numbers}{text}, elapsed {_clock(task.elapsed)}, "
-                f"ETA {_clock(eta)}{' (time limit)' if limited else ''}")
+        return (f"{what}: {task.completed:g}/{total} done{numbers}{text}, elapsed {clock_text(task.elapsed)}, "
+                f"ETA {clock_text(eta)}{' (time limit)' if limited else ''}")

@@ -9,8 +9,6 @@ from ..errors import InvalidInputError
 
 #: Features are zero-padded to this many columns before the covariate embedding.
 F_MAX = 100
-#: Number of one-hot target slots of the non-equivariant TabPFN* model.
-TABPFN_STAR_MAX_CLASSES = 10
 
 ARCHITECTURES = ("equitabpfn", "tabpfn-star")
 ARCH_ALIASES = {"tabpfn": "tabpfn-star"}  # other names `equibench pretrain --arch` takes
@@ -35,7 +33,7 @@ class ModelConfig:
     mlp_hidden: int = 256
     decoder_hidden: int = 64
     f_max: int = F_MAX
-    max_classes: int = TABPFN_STAR_MAX_CLASSES  # used by TabPFN* only
+    max_classes: int = 10  # TabPFN* only: the slots of its one-hot target and of its output
     #: Pre-LayerNorm blocks (``x + f(LN(x))``, a final LN before the decoder) instead of the
     #: paper's post-LayerNorm blocks; they tolerate higher learning rates.
     norm_first: bool = False

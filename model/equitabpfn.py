@@ -8,7 +8,7 @@ from torch import nn
 
 from ..errors import InvalidInputError
 from .config import ModelConfig
-from .inference import ChunkPlan, Context, components_chunked, datapoints_chunked, norm_chunked
+from .inference import ChunkPlan, Context, datapoints_chunked, rows_chunked
 from .layers import (
     ComponentAttentionBlock,
     DatapointAttentionBlock,
@@ -35,11 +35,7 @@ class EquiTabPFNLayer(nn.Module):
 
 class EquiTabPFN(TabularPFN):
     """Covariate token + one token per class component per row, L bi-attention layers and
-    the non-parametric equivariant decoder. Works for any number of classes K >= 1.
-
-    Besides ``forward``, the same function in pieces for fitted classifiers (see
-    :mod:`.inference`): ``encode_context``, ``predict_in_context`` and ``forward_chunked``;
-    ``embed_in_context`` and ``embed_chunked`` stop before the decoder."""
+    the non-parametric equivariant decoder. Works for any number of classes K >= 1."""
 
     arch = "equitabpfn"
     class_limit: int | None = None  # any number of classes
@@ -108,11 +104,10 @@ class EquiTabPFN(TabularPFN):
     # -- the forward in pieces (model/inference.py) ----------------------------------------
 
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
-                       plan: ChunkPlan | None = None, store_dtype: torch.dtype | None = None) -> Context:
+                       plan: ChunkPlan = ChunkPlan(), store_dtype: torch.dtype | None = None) -> Context:
         """The train side for a training set, computed once: per layer the train rows' keys and
         values, and the final train representations and one-hot labels for the decoder, stored
         in ``store_dtype`` (default: the compute dtype) as each layer produces them."""
-        plan = plan or ChunkPlan()
         self._check_cacheable(x_train)
         slots = self.class_slots(n_classes)
         y_onehot = self._onehot(y_train, slots)  # (B, N, S)
@@ -131,27 +126,22 @@ class EquiTabPFN(TabularPFN):
         the token tensor and one layer's keys and values, each N x (1+K) x d."""
         return 3 * n_train * self.token_slots(n_classes) * self.config.d_model
 
-    def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+    def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         """The decoder's inputs for test rows x_test (B, M, F) against an :meth:`encode_context`:
         their final tokens, (B, M, 1+K, d) (slot 0 the covariate token, slot 1+k class k)."""
-        plan = plan or ChunkPlan()
         self._check_cacheable(x_test)
         tokens = self._tokens(x_test, None, self.class_slots(context.n_classes), plan)  # (B, M, 1+S, d)
         tokens, _ = self._layers_chunked(tokens, plan, context.n_train, cache=context.keys_values)
         return tokens
 
-    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
-        """Class logits (B, M, K) of test rows x_test (B, M, F) against an :meth:`encode_context`."""
+    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         h_test = self.embed_in_context(context, x_test, plan).flatten(2)  # (B, M, (1+K)*d)
         dtype = h_test.dtype  # the cache may be stored in a lower precision
         logits = self.decoder(context.h_train.to(dtype), h_test, context.y_onehot.to(dtype))  # (B, M, S)
         return logits[..., : context.n_classes]  # (B, M, K)
 
     def forward_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
-                        plan: ChunkPlan | None = None) -> torch.Tensor:
-        """``forward`` in bounded memory, keeping nothing; ``forward`` itself when every block's
-        work fits one chunk of the plan."""
-        plan = plan or ChunkPlan()
+                        plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         n_train = x_train.shape[1]
         if plan.fits(self, n_train, x_test.shape[1], n_classes):
             return self(x_train, y_train, x_test, n_classes)
@@ -160,9 +150,9 @@ class EquiTabPFN(TabularPFN):
         return self.decoder(flat[:, :n_train], flat[:, n_train:], y_onehot)[..., :n_classes]  # (B, M, K)
 
     def embed_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
-                      plan: ChunkPlan | None = None) -> torch.Tensor:
+                      plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         """The decoder's inputs for the test rows, (B, M, 1+K, d), in bounded memory, keeping nothing."""
-        tokens, _ = self._all_tokens_chunked(x_train, y_train, x_test, n_classes, plan or ChunkPlan())
+        tokens, _ = self._all_tokens_chunked(x_train, y_train, x_test, n_classes, plan)
         return tokens[:, x_train.shape[1]:]
 
     def _all_tokens_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
@@ -224,10 +214,11 @@ class EquiTabPFN(TabularPFN):
         """The layers and the final norm on ``tokens`` (B, R, 1+K, d), in place; datapoint
         attention against ``cache``'s keys/values or the first ``n_train`` rows' (returned
         per layer with ``keep``)."""
+        slots, d = tokens.shape[2:]
         kept = []
         for index, layer in enumerate(self.layers):
-            tokens = components_chunked(layer.components, tokens, plan)
+            tokens = rows_chunked(layer.components, tokens, plan.rows(slots, d, self.config.mlp_hidden))
             tokens, keys_values = datapoints_chunked(layer.datapoints, tokens, plan, n_train,
                                                      None if cache is None else cache[index], keep, keep_dtype)
             kept.append(keys_values)
-        return norm_chunked(self.final_norm, tokens, plan), kept
+        return rows_chunked(self.final_norm, tokens, plan.rows(slots, d, d)), kept

@@ -27,15 +27,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .layers import ComponentAttentionBlock, DatapointAttentionBlock
+from .layers import DatapointAttentionBlock
 
 
+@dataclass(frozen=True)
 class ChunkPlan:
     """How many rows (row-wise work) and slots (datapoint attention) to process at once so
     that no temporary holds more than about ``max_elements`` numbers."""
 
-    def __init__(self, max_elements: int = 2**24):
-        self.max_elements = max_elements
+    max_elements: int = 2**24
 
     def rows(self, slots: int, width: int, hidden: int) -> int:
         # a row's largest temporary is the MLP's hidden activations: slots x hidden
@@ -74,12 +74,9 @@ class Context:
 
     def to(self, device: torch.device | str) -> Context:
         """A copy on ``device``."""
-
-        def move(tensor):
-            return None if tensor is None else tensor.to(device)
-
-        return Context(self.n_classes, [(move(key), move(value)) for key, value in self.keys_values],
-                       move(self.h_train), move(self.y_onehot))
+        h_train, y_onehot = (None if t is None else t.to(device) for t in (self.h_train, self.y_onehot))
+        return Context(self.n_classes, [(key.to(device), value.to(device)) for key, value in self.keys_values],
+                       h_train, y_onehot)
 
 
 # -- one block, on part of the rows or slots -----------------------------------------------
@@ -97,14 +94,13 @@ def attend_to_train(
     return block.attend(tokens, block.queries(block._attention_input(tokens)), key, value)
 
 
-def components_chunked(block: ComponentAttentionBlock, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:
-    """A component block on ``tokens`` (B, R, 1+K, d): in one piece when it fits the plan,
-    else in place a chunk of rows at a time (rows are independent)."""
-    step = plan.rows(tokens.shape[2], tokens.shape[3], block.mlp[0].out_features)
-    if step >= tokens.shape[1]:
-        return block(tokens)
+def rows_chunked(module: nn.Module, tokens: torch.Tensor, step: int) -> torch.Tensor:
+    """``module``, which acts on each row of ``tokens`` (B, R, S, d) alone: in one piece when
+    ``step`` covers the rows, else in place ``step`` rows at a time."""
+    if isinstance(module, nn.Identity) or step >= tokens.shape[1]:
+        return module(tokens)
     for start in range(0, tokens.shape[1], step):
-        tokens[:, start : start + step] = block(tokens[:, start : start + step])
+        tokens[:, start : start + step] = module(tokens[:, start : start + step])
     return tokens
 
 
@@ -147,13 +143,3 @@ def datapoints_chunked(
                 kept[0][:, chunk], kept[1][:, chunk] = key, value
         tokens[:, :, chunk] = attend_to_train(block, tokens[:, :, chunk], key, value)
     return tokens, kept
-
-
-def norm_chunked(norm: nn.Module, tokens: torch.Tensor, plan: ChunkPlan) -> torch.Tensor:
-    """A final norm on ``tokens`` (B, R, S, d), in place a chunk of rows at a time unless it fits."""
-    step = plan.rows(tokens.shape[2], tokens.shape[3], tokens.shape[3])
-    if isinstance(norm, nn.Identity) or step >= tokens.shape[1]:
-        return norm(tokens)
-    for start in range(0, tokens.shape[1], step):
-        tokens[:, start : start + step] = norm(tokens[:, start : start + step])
-    return tokens

@@ -24,13 +24,9 @@ def missing_indicator_features(x: torch.Tensor, f_max: int) -> torch.Tensor:
     2 for +inf, -2 for -inf and 0 otherwise.
     """
     # x: (..., F) with F <= f_max  ->  (..., 2 * f_max)
-    n_features = x.shape[-1]
-    _check_feature_count(n_features, f_max)
     indicator = torch.isnan(x).to(x.dtype) + 2 * torch.isposinf(x).to(x.dtype)
     indicator = indicator - 2 * torch.isneginf(x).to(x.dtype)
-    values = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
-    pad = (0, f_max - n_features)
-    return torch.cat([F.pad(values, pad), F.pad(indicator, pad)], dim=-1)
+    return _padded(torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0), indicator, f_max)
 
 
 def official_missing_indicator_features(x: torch.Tensor, f_max: int, rows: torch.Tensor | None = None) -> torch.Tensor:
@@ -45,8 +41,6 @@ def official_missing_indicator_features(x: torch.Tensor, f_max: int, rows: torch
     single row, where the unbiased std is undefined: the cached pieces pass one test row).
     """
     # x: (B, R, F), rows: (B, R', F) with F <= f_max  ->  (B, R, 2 * f_max)
-    _check_feature_count(x.shape[-1], f_max)
-
     def codes(t: torch.Tensor) -> torch.Tensor:
         return (2 * torch.isneginf(t) + torch.isposinf(t) - torch.isnan(t).to(torch.int64)).to(t.dtype)
 
@@ -56,16 +50,19 @@ def official_missing_indicator_features(x: torch.Tensor, f_max: int, rows: torch
     std = reference.std(dim=-2, keepdim=True) if reference.shape[-2] > 1 else torch.zeros_like(mean)
     std = std + 1e-6
     indicator = ((codes(x) - mean) / std).clamp(-100, 100)
-    pad = (0, f_max - x.shape[-1])
-    return torch.cat([F.pad(torch.nan_to_num(x, nan=0.0), pad), F.pad(indicator, pad)], dim=-1)
+    return _padded(torch.nan_to_num(x, nan=0.0), indicator, f_max)
 
 
-def _check_feature_count(n_features: int, f_max: int) -> None:
+def _padded(values: torch.Tensor, indicator: torch.Tensor, f_max: int) -> torch.Tensor:
+    """``[values ; indicator]``, each zero-padded to ``f_max`` features."""
+    n_features = values.shape[-1]
     if n_features > f_max:
         raise InvalidInputError(
             f"got {n_features} features but the model takes at most {f_max}; "
             "reduce the features first (the classifiers do this automatically)"
         )
+    pad = (0, f_max - n_features)
+    return torch.cat([F.pad(values, pad), F.pad(indicator, pad)], dim=-1)
 
 
 class _ResidualBlock(nn.Module):

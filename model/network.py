@@ -50,7 +50,7 @@ class TabularPFN(nn.Module, metaclass=ABCMeta):
 
     @abstractmethod
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
-                       plan: ChunkPlan | None = None, store_dtype: torch.dtype | None = None) -> Context:
+                       plan: ChunkPlan = ChunkPlan(), store_dtype: torch.dtype | None = None) -> Context:
         """The train side for one training set, computed once, stored in ``store_dtype``."""
 
     @abstractmethod
@@ -62,19 +62,20 @@ class TabularPFN(nn.Module, metaclass=ABCMeta):
         """Numbers :meth:`encode_context` works with besides what it keeps (compute dtype)."""
 
     @abstractmethod
-    def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+    def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         """The decoder's inputs for test rows against a context: (B, M, ...) per architecture."""
 
     @abstractmethod
-    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         """Class logits (B, M, K) of test rows against an :meth:`encode_context`."""
 
     @abstractmethod
     def forward_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
-                        plan: ChunkPlan | None = None) -> torch.Tensor:
-        """:meth:`forward` in bounded memory (chunks of rows or class slots), (B, M, K)."""
+                        plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
+        """:meth:`forward` in bounded memory (chunks of rows or class slots), keeping nothing, (B, M, K);
+        :meth:`forward` itself when every block's work fits one chunk of the plan."""
 
     @abstractmethod
     def embed_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
-                      plan: ChunkPlan | None = None) -> torch.Tensor:
+                      plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         """:meth:`embed_in_context`'s output computed from the train rows in one call."""

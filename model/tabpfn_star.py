@@ -17,9 +17,7 @@ class TabPFNStar(TabularPFN):
     """One token per row: x-embedding plus (train rows) a dense embedding of the
     ``max_classes``-slot one-hot target; 2 * n_layers datapoint-attention blocks (the same
     block count as EquiTabPFN, hence comparable parameters); MLP decoder to
-    ``max_classes`` logits, of which the first K are returned. ``encode_context``,
-    ``predict_in_context`` and ``forward_chunked`` compute it in pieces (see :mod:`.inference`);
-    ``embed_in_context`` and ``embed_chunked`` stop before the decoder."""
+    ``max_classes`` logits, of which the first K are returned."""
 
     arch = "tabpfn-star"
 
@@ -50,7 +48,6 @@ class TabPFNStar(TabularPFN):
         x_test: torch.Tensor,
         n_classes: int,
     ) -> torch.Tensor:
-        """Class logits of the test rows; same contract as :meth:`EquiTabPFN.forward`."""
         self._check_classes(n_classes)
         n_train = x_train.shape[1]
         features = missing_indicator_features(torch.cat([x_train, x_test], dim=1), self.config.f_max)
@@ -63,7 +60,6 @@ class TabPFNStar(TabularPFN):
         return self.decoder(self.final_norm(tokens[:, n_train:, 0]))[..., :n_classes]  # (B, M, K)
 
     def token_slots(self, n_classes: int) -> int:
-        """Tokens per row: one, whatever the classes."""
         return 1
 
     def forward_flops(self, rows: int, n_train: int, n_classes: int) -> float:
@@ -77,10 +73,9 @@ class TabPFNStar(TabularPFN):
     # -- the forward in pieces (model/inference.py) ----------------------------------------
 
     def encode_context(self, x_train: torch.Tensor, y_train: torch.Tensor, n_classes: int,
-                       plan: ChunkPlan | None = None, store_dtype: torch.dtype | None = None) -> Context:
+                       plan: ChunkPlan = ChunkPlan(), store_dtype: torch.dtype | None = None) -> Context:
         """The train side for a training set, computed once: per block the train rows' keys
         and values, stored in ``store_dtype`` (default: the compute dtype) block by block."""
-        plan = plan or ChunkPlan()
         self._check_classes(n_classes)
         tokens = self._tokens(x_train, y_train)  # (B, N, 1, d)
         keys_values = []
@@ -99,31 +94,25 @@ class TabPFNStar(TabularPFN):
         the token tensor and one block's keys and values, each N x d."""
         return 3 * n_train * self.config.d_model
 
-    def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
+    def embed_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         """The decoder's inputs (B, M, d) for test rows x_test (B, M, F) against an :meth:`encode_context`."""
-        plan = plan or ChunkPlan()
         tokens = self._tokens(x_test, None)  # (B, M, 1, d)
         for block, cached in zip(self.blocks, context.keys_values):
             tokens, _ = datapoints_chunked(block, tokens, plan, context.n_train, cached)
         return self.final_norm(tokens[:, :, 0])  # (B, M, d)
 
-    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan | None = None) -> torch.Tensor:
-        """Class logits (B, M, K) of test rows x_test (B, M, F) against an :meth:`encode_context`."""
+    def predict_in_context(self, context: Context, x_test: torch.Tensor, plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         return self.decoder(self.embed_in_context(context, x_test, plan))[..., : context.n_classes]  # (B, M, K)
 
     def forward_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
-                        plan: ChunkPlan | None = None) -> torch.Tensor:
-        """``forward`` in bounded memory, keeping nothing; ``forward`` itself when every block's
-        work fits one chunk of the plan."""
-        plan = plan or ChunkPlan()
+                        plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         if plan.fits(self, x_train.shape[1], x_test.shape[1], n_classes):
             return self(x_train, y_train, x_test, n_classes)
         return self.decoder(self.embed_chunked(x_train, y_train, x_test, n_classes, plan))[..., :n_classes]  # (B, M, K)
 
     def embed_chunked(self, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, n_classes: int,
-                      plan: ChunkPlan | None = None) -> torch.Tensor:
+                      plan: ChunkPlan = ChunkPlan()) -> torch.Tensor:
         """The decoder's inputs for the test rows, (B, M, d), in bounded memory, keeping nothing."""
-        plan = plan or ChunkPlan()
         self._check_classes(n_classes)
         n_train = x_train.shape[1]
         tokens = torch.cat([self._tokens(x_train, y_train), self._tokens(x_test, None)], dim=1)  # (B, N+M, 1, d)

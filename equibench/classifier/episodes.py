@@ -22,8 +22,7 @@ def validation_split(codes: np.ndarray, ratio: float, max_rows: int,
                      rng: np.random.RandomState) -> tuple[np.ndarray, np.ndarray]:
     """Sorted (train, validation) row positions of labels ``codes`` (N,): about ``ratio`` of each
     class's rows held out, at most ``max_rows`` in all, every class keeping at least one row for
-    training (a class of one row is never held out). The classes' shares come from one permutation
-    of the rows, so the split does not depend on the class names or their order."""
+    training (a class of one row is never held out); blind to the class names (see the module)."""
     order = rng.permutation(len(codes))
     classes, counts = np.unique(codes, return_counts=True)
     share = min(ratio, max_rows / len(codes))

@@ -2,12 +2,10 @@
 
 ``fit`` holds out a stratified validation split, fits the zero-shot classifier on the other rows,
 trains a copy of its network on episodes drawn as predict sees the table (:mod:`.episodes`),
-validates after each epoch through that classifier's own predict, and keeps the best step; if no
-step beats the zero-shot network in validation log loss by more than ``min_delta`` and than the noise
-(two standard errors of the per-row improvement), without losing validation accuracy, the network's
-weights are the base ones exactly. The classifier is then fitted as the
-zero-shot one on every training row, the validation rows included, with the kept weights: so when
-the guard keeps the base, its predictions are the zero-shot classifier's.
+validates after each epoch through that classifier's own predict, and keeps the best step that
+passes the guard (``min_delta``), else the base weights exactly. The classifier is then fitted as
+the zero-shot one on every training row, the validation rows included, with the kept weights: so
+when the guard keeps the base, its predictions are the zero-shot classifier's.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from numbers import Real
 import numpy as np
 import torch
 from sklearn.base import clone
-from sklearn.utils import check_random_state
+from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -90,10 +88,10 @@ class FinetunedPFNClassifier(PFNClassifier):
             zero_shot = clone(self).set_params(fit_mode="low_memory", context="local" if local else "subsample")
             with warnings.catch_warnings():  # announced by the final fit below
                 warnings.simplefilter("ignore", PretrainingLimitWarning)
-                PFNClassifier.fit(zero_shot, _rows(table, train), labels[train])
-            deadline = None if self.time_limit is None else started + self.time_limit
+                PFNClassifier.fit(zero_shot, _safe_indexing(table, train), labels[train])
+            deadline = started + (np.inf if self.time_limit is None else self.time_limit)
             self.finetuned_state_, tuned = _Tuning(self, zero_shot, rng, deadline).run(
-                _rows(table, validation), labels[validation])
+                _safe_indexing(table, validation), labels[validation])
             record.update(tuned)
         super().fit(X, y)
         self.fine_tuning_ = {**record, "seconds": time.perf_counter() - started}
@@ -111,10 +109,8 @@ class FinetunedPFNClassifier(PFNClassifier):
             self.model_.load_state_dict(self.finetuned_state_)
 
     def _fit_state_arrays(self) -> dict[str, np.ndarray]:
-        arrays = {"fine_tuning/record": np.asarray(json.dumps(self.fine_tuning_))}
-        for name, tensor in (self.finetuned_state_ or {}).items():
-            arrays[f"fine_tuning/weights/{name}"] = tensor.numpy()
-        return arrays
+        weights = {f"fine_tuning/weights/{name}": tensor.numpy() for name, tensor in (self.finetuned_state_ or {}).items()}
+        return {"fine_tuning/record": np.asarray(json.dumps(self.fine_tuning_)), **weights}
 
     def _restore_fit_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.fine_tuning_ = json.loads(str(arrays["fine_tuning/record"]))
@@ -137,28 +133,18 @@ class FinetunedPFNClassifier(PFNClassifier):
 
 def fine_tuning_defaults() -> dict:
     """The fine-tuning parameters' defaults (the zero-shot classifier's excluded)."""
-    zero_shot = inspect.signature(PFNClassifier.__init__).parameters
-    return {name: p.default for name, p in inspect.signature(FinetunedPFNClassifier.__init__).parameters.items()
-            if name not in zero_shot and p.kind == p.KEYWORD_ONLY}
-
-
-def _rows(table, positions: np.ndarray):
-    return table.iloc[positions] if hasattr(table, "iloc") else table[positions]
+    return dict(FinetunedPFNClassifier.__init__.__kwdefaults__)  # the zero-shot ones come through **zero_shot
 
 
 class _Tuning:
     """One fine-tuning run of ``zero_shot``'s network (in place) with ``estimator``'s parameters."""
 
     def __init__(self, estimator: FinetunedPFNClassifier, zero_shot: PFNClassifier, rng: np.random.RandomState,
-                 deadline: float | None):
+                 deadline: float):
         self.estimator, self.zero_shot, self.deadline = estimator, zero_shot, deadline
         self.runner = zero_shot._runner()  # the network on its device and dtype, as predict runs it
-        self.model = self.runner.model
         self.sampler = EpisodeSampler(zero_shot.strategy_, estimator.finetune_ctx_query_split_ratio, rng,
-                                      self.model.token_slots)
-
-    def _time_left(self) -> bool:
-        return self.deadline is None or time.perf_counter() < self.deadline
+                                      self.runner.model.token_slots)
 
     def _validate(self, X_val, y_val) -> tuple[np.ndarray, float]:
         """Each validation row's log loss (n_val,) and the validation accuracy of the current weights,
@@ -169,16 +155,14 @@ class _Tuning:
         return losses, float(np.mean(np.argmax(proba, axis=1) == truth))
 
     def _beats(self, losses: np.ndarray, base: np.ndarray, best: np.ndarray) -> bool:
-        """Whether rows' log ``losses`` improve on the ``base`` weights' by more than ``min_delta`` and by
-        more than ``GUARD_STANDARD_ERRORS`` standard errors of the per-row improvement, and on the
-        ``best`` kept so far."""
+        """The guard (see ``min_delta``): whether rows' log ``losses`` beat the ``base`` and ``best`` ones."""
         gain = base - losses
         noise = GUARD_STANDARD_ERRORS * gain.std(ddof=1) / np.sqrt(len(gain)) if len(gain) > 1 else np.inf
         return gain.mean() > max(self.estimator.min_delta, noise) and losses.mean() < best.mean()
 
     def run(self, X_val, y_val) -> tuple[dict | None, dict]:
         """The kept weights (None: the base ones) and the record of the run."""
-        estimator, model = self.estimator, self.model
+        estimator, model = self.estimator, self.runner.model
         base_losses, base_accuracy = best = self._validate(X_val, y_val)
         record = {"validation_log_loss_before": float(base_losses.mean()), "validation_accuracy_before": base_accuracy}
         model.requires_grad_(True)
@@ -188,7 +172,7 @@ class _Tuning:
         for _ in range(estimator.epochs):
             steps_before = step
             for _ in range(estimator.episodes_per_epoch):
-                if not self._time_left():
+                if time.perf_counter() >= self.deadline:
                     break
                 loss = self._step(optimiser)
                 if loss is not None and not np.isfinite(loss):
@@ -208,7 +192,7 @@ class _Tuning:
             if stale >= estimator.early_stopping_patience:
                 stopped = "patience"
                 break
-            if not self._time_left():
+            if time.perf_counter() >= self.deadline:
                 stopped = "time_limit"
                 break
         model.requires_grad_(False)
@@ -222,11 +206,11 @@ class _Tuning:
         if episode is None:
             return None
         with self.runner._mixed_precision():
-            loss = episode_loss(self.model, episode, self.runner.device, self.runner.dtype)
+            loss = episode_loss(self.runner.model, episode, self.runner.device, self.runner.dtype)
         if torch.isfinite(loss):  # a non-finite loss is returned untaken: run() stops on it
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.estimator.grad_clip_value)
+            torch.nn.utils.clip_grad_norm_(self.runner.model.parameters(), self.estimator.grad_clip_value)
             optimiser.step()
         return float(loss.detach())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -63,3 +64,11 @@ def weights_map(values: list[str] | None) -> dict[str, str]:
         weights[method] = path
     check_weights(weights)
     return weights
+
+
+def check_out_file(out: Path, overwrite: bool, example: str) -> None:
+    """Refuse an ``--out`` that is a folder (suggesting ``out``/``example``), or that exists without --overwrite."""
+    if out.is_dir():
+        raise InvalidInputError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / example)!r}")
+    if out.exists() and not overwrite:
+        raise InvalidInputError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")

@@ -3,6 +3,7 @@ results) and ``info`` (this installation)."""
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,8 +14,33 @@ from rich.markup import escape
 from .. import __version__
 from ..baselines.settings import MethodOptions
 from ..errors import InvalidInputError
+from ..pretrain.hardware_history import NOT_RECORDED
 from . import output
 from .options import JsonOption, WeightsOption, comma_list, int_list, weights_map
+
+
+@contextlib.contextmanager
+def _progress_bar(name: str, unit: str, show: bool):
+    """A bar on stderr for the ``(done, total)`` callback it yields; the bar and its task start at
+    the callback's first call, once the inputs were checked: a bad input stays a single error line."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    from ..progress import Progress
+
+    bar = Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+                   TimeElapsedColumn(), console=output.errors, disable=not show)
+
+    def advance(done: int, total: int) -> None:
+        if not bar.task_ids:
+            bar.start()
+            bar.add_task(name, total=total)
+        bar.update(bar.task_ids[0], completed=done, total=total)
+
+    try:
+        yield advance
+    finally:
+        if bar.live.is_started:
+            bar.stop()
 
 
 def equivariance(
@@ -33,11 +59,8 @@ def equivariance(
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
 ) -> None:
     """Equivariance error (% arg-max changes when the classes are permuted) vs K and ensemble size, plus the 9-point toy; also of each PFN method given --weights (e.g. tabpfn-v2, tabicl, equitabpfn-official), through its classifier with one member."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-
     from ..equivariance import EquivarianceConfig, run_equivariance
     from ..equivariance.methods import weighted_methods
-    from ..progress import Progress
 
     options = MethodOptions(weights=weights_map(weights), device=device)
     config = EquivarianceConfig(
@@ -45,26 +68,11 @@ def equivariance(
         datasets=datasets, rows=rows, seed=seed, device=device, methods=weighted_methods(options),
         **({"checkpoints": tuple(checkpoints)} if checkpoints else {}),
     )
-    bar = Progress(TextColumn("[bold]equivariance"), BarColumn(), MofNCompleteColumn(), TextColumn("(checkpoint or method, K)"),
-                   TimeElapsedColumn(), console=output.errors, disable=not progress)
-    tasks = []
-
-    def advance(done: int, total: int) -> None:
-        # the bar and its task start once the checkpoints loaded and the methods were checked:
-        # a bad input stays a single error line
-        if not tasks:
-            bar.start()
-            tasks.append(bar.add_task("equivariance", total=total))
-        bar.update(tasks[0], completed=done, total=total)
-
-    try:
+    with _progress_bar("equivariance", "(checkpoint or method, K)", progress) as advance:
         frame = run_equivariance(
-            config, out, toy=toy, toy_grid=toy_grid, log=lambda line: bar.console.print(line, highlight=False),
+            config, out, toy=toy, toy_grid=toy_grid, log=lambda line: output.errors.print(line, highlight=False),
             progress=advance, toy_methods=comma_list(toy_methods), options=options,
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
     sizes = sorted(frame.ensemble.unique())
     table = output.table("checkpoint or method", "K", *(f"E={size}" for size in sizes),
                          title="arg-max changes (% of test rows) by ensemble size E")
@@ -88,30 +96,15 @@ def boundaries(
     progress: Annotated[bool, typer.Option(help="Show the progress bar (on stderr).")] = True,
 ) -> None:
     """Binary decision boundaries of several methods on 3 two-dimensional datasets (moons, circles, linearly separable), the PFNs with one member."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-
     from ..boundaries import BoundaryConfig, caption, run_boundaries
-    from ..progress import Progress
 
     config = BoundaryConfig(
         **({} if methods is None else {"methods": comma_list(methods)}),
         samples=samples, grid=grid, seed=seed,
         options=MethodOptions(weights=weights_map(weights), device=device),
     )
-    bar = Progress(TextColumn("[bold]boundaries"), BarColumn(), MofNCompleteColumn(), TextColumn("(method, dataset)"),
-                   TimeElapsedColumn(), console=output.errors, disable=not progress)
-    task = bar.add_task("boundaries", total=None)
-
-    def advance(done: int, total: int) -> None:
-        if not bar.live.is_started:  # started once the checkpoints resolved: a bad input stays one error line
-            bar.start()
-        bar.update(task, completed=done, total=total)
-
-    try:
+    with _progress_bar("boundaries", "(method, dataset)", progress) as advance:
         result, files = run_boundaries(config, out, progress=advance)
-    finally:
-        if bar.live.is_started:
-            bar.stop()
     frame = result.table()
     table = output.table("dataset", *frame.label.unique(), title="test accuracy")
     for dataset, rows in frame.groupby("dataset", sort=False):
@@ -212,7 +205,7 @@ def _hardware_steps(history: list[dict]) -> dict[str, int]:
     """Steps per hardware of a card's ``hardware_history``, in order of first use."""
     steps: dict[str, int] = {}
     for segment in history or []:
-        name = segment["hardware"] or "hardware not recorded"
+        name = segment["hardware"] or NOT_RECORDED
         steps[name] = steps.get(name, 0) + segment["last_step"] - segment["first_step"] + 1
     return steps
 

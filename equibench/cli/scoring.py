@@ -11,7 +11,7 @@ import typer
 
 from ..errors import InvalidInputError
 from . import output
-from .options import JsonOption, int_list
+from .options import JsonOption, check_out_file, int_list
 
 #: Exit status when the bar was measured and a criterion is not met (0: every measured
 #: criterion met; 2: bad input; 1: another failure).
@@ -82,10 +82,7 @@ def _command_line(context: typer.Context) -> str:
 
 def _check_out_file(out: Path, overwrite: bool) -> None:
     """Refuse, before any scoring, an ``--out`` that cannot be written."""
-    if out.is_dir():
-        raise InvalidInputError(f"--out {str(out)!r} is a folder; give a file path, e.g. {str(out / 'score.md')!r}")
-    if out.exists() and not overwrite:
-        raise InvalidInputError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")
+    check_out_file(out, overwrite, "score.md")
     if out.suffix not in OUT_FORMATS:
         raise InvalidInputError(f"--out {str(out)!r}: the file name must end in .md (Markdown) or .json (JSON), "
                                 f"e.g. {str(out.with_suffix('.md'))!r}")

@@ -30,6 +30,7 @@ from ..pretrain.config import SCHEDULES, TrainConfig
 from ..pretrain.recipe import RECIPES_DIR
 from ..prior.config import FEATURE_COUNTS, PriorConfig
 from . import output
+from .options import check_out_file
 
 
 def _shown(config: type, name: str) -> str:
@@ -296,10 +297,7 @@ def export(
     from ..model import load_checkpoint, save_checkpoint
     from ..pretrain import MODEL_FILE, STATE_FILE, model_file
 
-    if out.is_dir():
-        raise InvalidInputError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'model.pt')!r}")
-    if out.exists() and not overwrite:
-        raise InvalidInputError(f"--out {str(out)!r} already exists; pass --overwrite to replace it, or another path")
+    check_out_file(out, overwrite, "model.pt")
     source = run_or_checkpoint
     if source.is_dir():
         source = model_file(source) if (source / STATE_FILE).exists() else source / MODEL_FILE

@@ -23,7 +23,7 @@ from .._version import __version__
 from ..baselines.registry import method_spec
 from ..baselines.settings import Settings
 from ..classifier.predict_progress import quiet_predictions
-from ..errors import MethodUnavailableError
+from ..errors import MethodUnavailableError, first_line
 from ..tasks.suites import load_task
 from ..tasks.task import Task
 from .metrics import cell_metrics
@@ -137,7 +137,7 @@ def _fit_and_score(cell: Cell, context: CellContext, task: Task | None) -> CellO
     except MethodUnavailableError as error:
         return CellOutcome({**row, "status": "skipped", "reason": str(error)})
     except Exception as error:  # a failing cell is recorded, the run goes on
-        reason = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        reason = first_line(error)[:500]
         return CellOutcome({**row, "status": "failed", "reason": reason}, traceback=traceback.format_exc())
 
 

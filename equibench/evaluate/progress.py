@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from ..progress import Progress, remaining_s
+from ..progress import Progress, clock_text, remaining_s
 from .cells import Cell
 
 #: At most this many running cells are named under the bar; the others are counted.
@@ -86,11 +86,7 @@ class CellsRemainingColumn(TimeRemainingColumn):
         if task.finished:
             return super().render(task)
         seconds = remaining_s(task)
-        if seconds is None:
-            return Text("-:--:--", style="progress.remaining")
-        minutes, seconds = divmod(int(seconds), 60)
-        hours, minutes = divmod(minutes, 60)
-        return Text(f"{hours:d}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
+        return Text("-:--:--" if seconds is None else clock_text(seconds), style="progress.remaining")
 
 
 def progress_columns(console: Console) -> tuple:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, first_line
 from ..model.config import RELEASED_NETWORK, ModelConfig
 
 BACKBONE = "equitabpfn.models.equitabpfn.EquiTabPFN"
@@ -174,6 +174,5 @@ def read_run_config(path: str | Path) -> OfficialArchitecture:
         raise CheckpointError(f"official run config {str(path)!r} does not exist; pass the run's "
                               "metadata/config.yaml") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        reason = str(error).strip().split("\n")[0]
-        raise CheckpointError(f"{str(path)!r} is not a readable YAML file ({type(error).__name__}: {reason})") from None
+        raise CheckpointError(f"{str(path)!r} is not a readable YAML file ({first_line(error)})") from None
     return check_run_config(config, str(path))

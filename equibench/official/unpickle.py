@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, first_line
 
 #: Prefixes that DistributedDataParallel (``module.``) and ``torch.compile`` (``_orig_mod.``) add.
 KEY_PREFIXES = ("module.", "_orig_mod.")
@@ -120,7 +120,6 @@ def read_official_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
             with open(path, "rb") as stream:
                 payload = _RestrictedUnpickler(stream).load()
     except Exception as error:  # pickle and torch raise many types for a damaged or foreign file
-        reason = str(error).strip().split("\n")[0]
-        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint ({type(error).__name__}: {reason}); "
+        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint ({first_line(error)}); "
                               "re-download it") from error
     return strip_prefixes(_state_dict_of(payload, path))

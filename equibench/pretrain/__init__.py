@@ -1,22 +1,8 @@
 """Pretraining on the synthetic prior: AdamW with a cosine, warm-up-stable-decay or
 schedule-free learning rate, gradient clipping, cross-entropy on test rows, an optional
 short-to-long curriculum of rows per dataset, periodic validation, atomic resumable
-checkpoints and multi-process data parallelism (launch with ``torchrun``).
-
-Modules, each with one job:
-
-* ``config``: :class:`TrainConfig`, the prior of each step, what a resume may change
-* ``recipe``: a run's settings as a TOML file; the shipped ones are in ``recipes/``
-* ``loss``: the masked test-row cross-entropy of a prior batch
-* ``loop``: :func:`~equibench.pretrain.loop.train`, the step loop over a stream of prior batches
-* ``prefetch``: that stream drawn ahead by worker processes on the CPU
-* ``run``: :func:`pretrain`, one invocation of a run around that loop
-* ``run_dir``: the run folder (file names, log, saved state, model.pt rebuilt from it)
-* ``state_file``: the saved training state, whole or in parts under a size cap
-* ``distributed``: torchrun's processes
-* ``optim``: optimisers and learning-rate schedules
-* ``validation``: held-out prior metrics and bundled-dataset accuracy
-* ``curves``: training-curve figures from run folders
+checkpoints and multi-process data parallelism (launch with ``torchrun``). docs/ARCHITECTURE.md
+lists the modules.
 """
 
 from .._lazy import lazy_exports

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..errors import InvalidInputError
 from ..figures import new_figure, save_image
-from .run_dir import CONFIG_FILE, LOG_FILE
+from .run_dir import CONFIG_FILE, LOG_FILE, log_records
 
 #: The validation record's equivariance error (see ``validation.prior_metrics``).
 EQUIVARIANCE_ERROR = "prior_equivariance_error"
@@ -22,18 +22,7 @@ def read_log(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     path = Path(run_dir) / LOG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{str(path)!r} does not exist: is {str(run_dir)!r} a pretraining output directory?")
-    lines = [line for line in path.read_text(errors="replace").splitlines() if line]
-    records = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or record.get("kind") not in ("step", "validation") or "step" not in record:
-                raise InvalidInputError("not a step or validation record")
-        except ValueError as error:
-            if number == len(lines):  # the last line, torn by a kill mid-write
-                break
-            raise InvalidInputError(f"{str(path)!r} line {number} is damaged ({error}); fix or delete that line") from None
-        records.append(record)
+    records = [record for _, record in log_records(path)]
     if not records:
         raise InvalidInputError(f"{str(path)!r} holds no step records yet: train for a step first")
     frame = pd.DataFrame(records)

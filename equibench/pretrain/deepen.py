@@ -56,8 +56,7 @@ def deepened_state(source: nn.Module, target: nn.Module) -> dict[str, torch.Tens
             for residual_output in (block.out, block.mlp[-1]):
                 residual_output.weight.zero_()
                 residual_output.bias.zero_()
-    plan = layer_plan(source.config.n_layers, target.config.n_layers)
-    for new_layer, old_layer in enumerate(plan):
+    for new_layer, old_layer in enumerate(layer_plan(source.config.n_layers, target.config.n_layers)):
         if old_layer is None:
             continue
         for offset in range(per_layer):

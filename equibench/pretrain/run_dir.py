@@ -112,34 +112,35 @@ def load_state(out_dir: Path) -> dict:
 
 def start(out_dir: Path, description: dict, resume_step: int | None) -> None:
     """Prepare ``out_dir`` for this invocation: write config.json; on resume (``resume_step``:
-    the saved step) keep the log lines up to that step, else delete a replaced run's state
-    (it can no longer be resumed) and start an empty log."""
+    the saved step) keep the log lines up to that step (later ones were lost), else delete a replaced
+    run's state (it can no longer be resumed) and start an empty log."""
     if resume_step is None:
         state_file.remove(out_dir / STATE_FILE)
     atomic_write_text(out_dir / CONFIG_FILE, json.dumps(description, indent=2) + "\n")
-    kept = [] if resume_step is None else _logged_lines(out_dir / LOG_FILE, resume_step)
-    atomic_write_text(out_dir / LOG_FILE, "".join(line + "\n" for line in kept))  # a kill here keeps the old log
+    log, kept = out_dir / LOG_FILE, []
+    if resume_step is not None and log.exists():
+        kept = [line for line, record in log_records(log, ", then resume") if record["step"] <= resume_step]
+    atomic_write_text(log, "".join(line + "\n" for line in kept))  # a kill here keeps the old log
 
 
-def _logged_lines(path: Path, up_to_step: int) -> list[str]:
-    """Log lines of the steps already covered by the checkpoint (later ones were lost; a last
-    line torn by a kill is dropped)."""
-    if not path.exists():
-        return []
-    lines = [line for line in path.read_text().splitlines() if line]
-    kept = []
+def log_records(path: Path, advice: str = "") -> list[tuple[str, dict]]:
+    """(line, record) of each step and validation record of the log at ``path``. A last line torn
+    by a kill mid-write is dropped; another damaged line raises InvalidInputError, ending with ``advice``."""
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line]
+    records = []
     for number, line in enumerate(lines, start=1):
         try:
-            step = json.loads(line)["step"]
-        except (ValueError, KeyError, TypeError) as error:
-            if number == len(lines):
+            record = json.loads(line)
+            if not isinstance(record, dict) or record.get("kind") not in ("step", "validation") or "step" not in record:
+                raise ValueError("not a step or validation record")
+        except ValueError as error:
+            if number == len(lines):  # the last line, torn by a kill mid-write
                 break
             raise InvalidInputError(
-                f"{str(path)!r} line {number} is damaged ({error}); fix or delete that line, then resume"
+                f"{str(path)!r} line {number} is damaged ({error}); fix or delete that line{advice}"
             ) from None
-        if step <= up_to_step:
-            kept.append(line)
-    return kept
+        records.append((line, record))
+    return records
 
 
 def append_log(out_dir: Path, record: dict) -> None:

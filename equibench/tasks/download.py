@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.table import Table
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from ..errors import InvalidInputError, UnsupportedTaskError
+from ..errors import InvalidInputError, UnsupportedTaskError, first_line
 from ..progress import Progress
 from .cache_check import DATASET_FILES, TASK_FILES, TaskCheck, check_task, server_dir
 from .cache_manifest import Manifest, file_digest
@@ -254,8 +254,7 @@ def _reason(error: BaseException) -> str:
 
     if isinstance(error, OpenMLServerException):
         return f"the server answered error {error.code} ({error.message}) for {error.url}"
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+    return first_line(error)
 
 
 def _download_task(task_id: str, cache: Path, manifest: Manifest, options: DownloadOptions, log) -> TaskDownload:

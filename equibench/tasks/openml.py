@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic_files import atomic_write
-from ..errors import InvalidInputError, TaskUnavailableError
+from ..errors import InvalidInputError, TaskUnavailableError, first_line
 from .cache_check import (
     DATASET_FILES,
     TASK_FILES,
@@ -142,7 +142,7 @@ def not_cached_error(task_id: int | str, root: str | os.PathLike, error: BaseExc
     unreachable = error is None or isinstance(error, OSError)  # requests' connection errors and timeouts are OSErrors
     cause = "the OpenML server could not be reached"
     if error is not None:
-        detail = type(error).__name__ if unreachable else f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        detail = type(error).__name__ if unreachable else first_line(error, 200)
         cause = f"{cause} ({detail})" if unreachable else f"the OpenML server did not give it ({detail})"
     return TaskNotCachedError(task_id, str(root), cause, unreachable)
 
@@ -193,7 +193,7 @@ def _damage(task_id, root: Path, kept: Path | None, before: TaskCheck, error: Ba
         elif name.startswith(("tasks/", "datasets/")):  # a file the download record names
             problem = f"{server_dir(root) / name}{problem[len(name):]}"
         problems.append(problem)
-    found = "; ".join(problems) or f"openml cannot load it ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+    found = "; ".join(problems) or f"openml cannot load it ({first_line(error, 200)})"
     return (f"OpenML task {task_id} is in the cache {str(root)!r} but is damaged or incomplete: {found}. Check the "
             f"cache with `check_cache(cache={str(root)!r}, task_ids=[{str(task_id)!r}])` and fetch the task "
             "again where a network is")

@@ -29,7 +29,7 @@ import pandas as pd
 import yaml
 
 from ..atomic_files import atomic_write, atomic_write_text
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, first_line
 from ..frames import as_pandas
 from .cache_manifest import file_digest
 from .task import Task, stratified_folds
@@ -105,8 +105,7 @@ def _reading(path: Path, read):
     try:
         return read(path)
     except Exception as error:  # pandas and pyarrow raise many types for unreadable files
-        first_line = f"{type(error).__name__}: {error}".splitlines()[0]
-        raise InvalidInputError(f"cannot read table file {str(path)!r}: {first_line}") from error
+        raise InvalidInputError(f"cannot read table file {str(path)!r}: {first_line(error)}") from error
 
 
 def _label_kind(value) -> str:

@@ -118,7 +118,7 @@ def test_bad_input_is_one_error_line_and_status_2(args, message, tmp_path, monke
 
 
 @pytest.mark.parametrize("out, message", [
-    ("reports", "--out 'reports' is a folder; give a file path, e.g. 'reports/score.md'"),
+    ("reports", "--out 'reports' is a folder; pass a file path such as 'reports/score.md'"),
     ("score.txt", "--out 'score.txt': the file name must end in .md (Markdown) or .json (JSON), e.g. 'score.md'"),
     ("nowhere/score.md", "the folder 'nowhere' does not exist; create it first"),
     ("locked/score.md", "the folder 'locked' is not writable; choose another place"),
