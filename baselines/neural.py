@@ -1,10 +1,9 @@
 """The shared, seeded torch training loop of the neural baselines (TabZilla protocol).
 
-Every torch baseline trains the same way: Adam (AdamW when ``weight_decay > 0``),
-shuffled mini-batches of 128 drawn from a seeded :class:`torch.Generator`, at most 500
-epochs, early stopping once the validation loss has not improved for 20 epochs, and the
-best epoch's weights restored at the end. Without validation data, 10% of the training
-rows (seeded, stratified) are held out for early stopping.
+Every torch baseline trains the same way: Adam, shuffled mini-batches of 128 drawn from a
+seeded :class:`torch.Generator`, at most 500 epochs, early stopping once the validation loss
+has not improved for 20 epochs, and the best epoch's weights restored at the end. Without
+validation data, 10% of the training rows (seeded, stratified) are held out for early stopping.
 
 All randomness (weight initialisation, dropout, shuffling, noise) is drawn inside
 :func:`torch_seed`, which forks the global torch RNG: two fits with the same seed give
@@ -24,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import Method
-from .settings import BATCH_SIZE, MAX_EPOCHS, PATIENCE, TorchSettings
+from .settings import BATCH_SIZE, MAX_EPOCHS, PATIENCE, TrainingSettings
 
 VAL_FRACTION = 0.1
 
@@ -117,7 +116,6 @@ def train_with_early_stopping(
     batch_size: int = BATCH_SIZE,
     max_epochs: int = MAX_EPOCHS,
     patience: int = PATIENCE,
-    weight_decay: float = 0.0,
     device: str | torch.device = "cpu",
 ) -> TrainingLog:
     """The generic loop: optimise ``module``'s trainable parameters on
@@ -126,11 +124,7 @@ def train_with_early_stopping(
     ``patience`` epochs without a strict improvement and restore the best weights
     (parameters and buffers). The generator also serves any extra sampling a loss needs.
     """
-    params = [p for p in module.parameters() if p.requires_grad]
-    if weight_decay > 0:
-        optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    else:
-        optimizer = torch.optim.Adam(params, lr=lr)
+    optimizer = torch.optim.Adam([p for p in module.parameters() if p.requires_grad], lr=lr)
     generator = torch.Generator().manual_seed(seed)
     log = TrainingLog()
     best_state = copy.deepcopy(module.state_dict())
@@ -187,21 +181,19 @@ def fit_torch_classifier(
     return train_with_early_stopping(module, batch_loss, val_loss, len(y_t), seed=seed, device=device, **loop)
 
 
-def predict_proba_torch(
-    module: nn.Module, X: np.ndarray, batch_size: int = 4096, device: str | torch.device = "cpu"
-) -> np.ndarray:
+def predict_proba_torch(module: nn.Module, X: np.ndarray, device: str | torch.device = "cpu") -> np.ndarray:
     """Softmax probabilities (n, S) of a logit module, in eval mode and without gradients."""
     X_t = torch.as_tensor(X, dtype=torch.float32, device=device)  # (n, F)
-    return torch.softmax(logits_torch(module, X_t, batch_size), dim=1).cpu().numpy()
+    return torch.softmax(logits_torch(module, X_t), dim=1).cpu().numpy()
 
 
 class TorchMethod(Method):
     """A torch classifier trained by :func:`fit_torch_classifier` with its
-    :class:`~.settings.TorchSettings`; subclasses build the network in :meth:`build`.
+    :class:`~.settings.TrainingSettings`; subclasses build the network in :meth:`build`.
     Fitted: ``module_``, ``log_`` and ``epochs_trained_``.
     """
 
-    settings: TorchSettings
+    settings: TrainingSettings
 
     def build(self, n_features: int, n_seen: int) -> nn.Module:
         """The network, mapping (B, n_features) -> (B, n_seen) logits."""
@@ -217,8 +209,7 @@ class TorchMethod(Method):
             self.module_ = self.build(X.shape[1], n_seen).to(s.device)
         self.log_ = fit_torch_classifier(
             self.module_, X, y, X_val, y_val, lr=s.lr, seed=self.seed, batch_size=s.batch_size,
-            max_epochs=s.max_epochs, patience=s.patience, weight_decay=s.weight_decay, extra_loss=self.extra_loss(),
-            device=s.device,
+            max_epochs=s.max_epochs, patience=s.patience, extra_loss=self.extra_loss(), device=s.device,
         )
         self.epochs_trained_ = self.log_.epochs_trained
 

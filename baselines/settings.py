@@ -365,18 +365,13 @@ class TrainingSettings(Settings):
 
 
 @dataclass(frozen=True)
-class TorchSettings(TrainingSettings):
-    weight_decay: float = 0.0  # AdamW when positive
-
-
-@dataclass(frozen=True)
-class MLPSettings(TorchSettings):
+class MLPSettings(TrainingSettings):
     lr: float = 7e-4
     hidden: tuple[int, ...] = (30, 30, 30)
 
 
 @dataclass(frozen=True)
-class RtdlMLPSettings(TorchSettings):
+class RtdlMLPSettings(TrainingSettings):
     requires = _RTDL
 
     layers: tuple[int, ...] = (128, 256, 128)
@@ -384,7 +379,7 @@ class RtdlMLPSettings(TorchSettings):
 
 
 @dataclass(frozen=True)
-class RtdlResNetSettings(TorchSettings):
+class RtdlResNetSettings(TrainingSettings):
     requires = _RTDL
 
     n_blocks: int = 2
@@ -395,7 +390,7 @@ class RtdlResNetSettings(TorchSettings):
 
 
 @dataclass(frozen=True)
-class STGSettings(TorchSettings):
+class STGSettings(TrainingSettings):
     lr: float = 0.005
     hidden: tuple[int, ...] = (60, 20)
     lam: float = 0.1  # weight of the gates' regulariser

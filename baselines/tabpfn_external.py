@@ -99,12 +99,7 @@ class TabPFNMethod(TabPFNv2Method):
     settings: TabPFNSettings
 
     def _weights(self) -> Path:
-        path = self.settings.tabpfn_weights
-        if not path:
-            raise MethodUnavailableError(self.settings.no_weights(self.name))
-        if not Path(path).is_file():
-            raise MethodUnavailableError(f"no weights: the {self.name} checkpoint {str(path)!r} is not a file")
-        return Path(path)
+        return self._user_file(self.settings.tabpfn_weights, f"the {self.name} checkpoint")
 
     def provenance(self) -> dict:
         """Also the version of the checkpoint's network (of the first ECOC member beyond 10 classes),

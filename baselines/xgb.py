@@ -3,8 +3,6 @@ early stopping on the validation fold)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from .base import Method, optional_import
 from .settings import XGBoostSettings
 
@@ -15,7 +13,7 @@ class XGBoostMethod(Method):
     def _fit(self, X, y, X_val, y_val, n_seen):
         with optional_import(self.name, self.settings.requires):
             import xgboost
-        validation = X_val is not None and len(np.unique(y_val)) >= 1
+        validation = X_val is not None
         self.model_ = xgboost.XGBClassifier(
             n_estimators=self.settings.n_estimators, max_depth=5, learning_rate=0.08,
             reg_alpha=1e-4, reg_lambda=1e-4, tree_method="hist", random_state=self.seed, n_jobs=1,

@@ -11,10 +11,11 @@ from .errors import InvalidInputError
 PRECISIONS = ("auto", "autocast", "float32", "float64", "bfloat16", "float16")
 
 
-#: Accelerators by torch device type, and whether torch can use one here.
-_ACCELERATORS = {
+#: Device types, and whether torch can use one here ("auto" takes the first usable one).
+_DEVICES = {
     "cuda": lambda: torch.cuda.is_available(),
     "mps": lambda: torch.backends.mps.is_available(),
+    "cpu": lambda: True,
 }
 _NAMES = "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
 
@@ -23,14 +24,12 @@ def resolve_device(device: str | torch.device) -> torch.device:
     """``"auto"`` picks CUDA when present, else Apple's MPS when present, else CPU; anything
     else goes to torch.device and must be a device torch can use here (refused otherwise)."""
     if isinstance(device, str) and device == "auto":
-        return torch.device(next((name for name, available in _ACCELERATORS.items() if available()), "cpu"))
+        return torch.device(next(name for name, available in _DEVICES.items() if available()))
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise InvalidInputError(f"`device` must be {_NAMES}, got {device!r}") from error
-    if resolved.type == "cpu":
-        return resolved
-    available = _ACCELERATORS.get(resolved.type)
+    available = _DEVICES.get(resolved.type)
     if available is None:
         raise InvalidInputError(f"`device` must be {_NAMES}, got {device!r}")
     if not available():

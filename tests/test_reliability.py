@@ -26,6 +26,7 @@ import equibench.pretrain.loss as pretrain_module
 from equibench import EquiTabPFNClassifier
 from equibench.baselines import knn as knn_module
 from equibench.cli import app
+from equibench.errors import InvalidInputError
 from equibench.evaluate import EvaluateConfig, evaluate
 from equibench.evaluate.results_store import ResultsStore
 from equibench.model import CheckpointError, load_checkpoint, save_checkpoint
@@ -125,12 +126,15 @@ def test_1_report_refuses_to_overwrite_a_file_it_did_not_write(demo_results, tmp
     assert not (out / "REPORT.md").exists() and not list(out.glob(".report-*"))
 
 
-def test_1_a_report_of_an_earlier_version_is_replaced_by_its_links(demo_results, tmp_path):
+def test_1_a_report_folder_without_its_list_of_files_is_never_overwritten(demo_results, tmp_path):
     out = tmp_path / "report"
     build_report([demo_results], out)
-    (out / ".equibench-report.json").unlink()  # as written before reports listed their files
+    (out / ".equibench-report.json").unlink()  # nothing says which files a report wrote
     user = _user_files(out, ["figures/mine.png"])
-    build_report([demo_results], out)
+    before = _snapshot(sorted(path for path in out.rglob("*") if path.is_file() and path.name != ".equibench.lock"))
+    with pytest.raises(InvalidInputError, match="was not written by a report"):
+        build_report([demo_results], out)
+    _assert_survived(before)
     _assert_survived(user)
 
 

@@ -101,12 +101,14 @@ class ContextStrategy:
         return np.arange(len(labels))
 
     def fit(self, values: np.ndarray, labels: np.ndarray, category_counts: list[int], specs: list[MemberSpec],
-            seed: int) -> ContextStrategy:
+            seed: int, saved: dict[str, np.ndarray] | None = None) -> ContextStrategy:
         """Plan the contexts over the encoded training rows ``values`` (N, F) with ``labels`` (N,);
-        ``specs``: the members' preprocessing; ``seed``: of the clusters and codebooks."""
+        ``specs``: the members' preprocessing; ``seed``: of the clusters and codebooks. Given
+        ``saved``, the :meth:`state_arrays` of a fit state (load_fit_state), the contexts are read
+        from it instead of planned."""
         self.values, self.labels, self.category_counts = values, labels.astype(np.int64), category_counts
         self.specs, self.seed = specs, seed
-        self.contexts = self._plan(values, self.labels)
+        self.contexts = self._plan(values, self.labels) if saved is None else self._restore_contexts(saved)
         self.prepared: dict[int, list[PreparedRun]] = {}
         return self
 
@@ -217,7 +219,7 @@ class ContextStrategy:
         result = {"proba": np.zeros((n_rows, self.n_classes)), "log_proba": np.full((n_rows, self.n_classes), -np.inf),
                   "logits": np.full((n_rows, self.n_classes), -np.inf)}
         routes = self.route(values)
-        self.last_summary = self._summarise(routes)
+        self.last_summary = self.summary(routes)
         with predict_progress(n_rows) as advance:
             for index, all_rows in routes:
                 plan = self.plan_runs(index)
@@ -273,15 +275,12 @@ class ContextStrategy:
 
     # -- what it holds and costs -------------------------------------------------------------
 
-    def summary(self, values: np.ndarray, y_codes: np.ndarray | None = None) -> dict[str, float]:
-        """How the contexts serve the encoded test rows ``values``, without running the network:
+    def summary(self, routes: list[tuple[int, np.ndarray]], y_codes: np.ndarray | None = None) -> dict[str, float]:
+        """How the contexts serve test rows as :meth:`route` sends them, without running the network:
         "groups" (contexts reached), the mean "rows" and "classes" per context reached and, given
         the rows' classes as positions in ``classes_`` (-1: a class unseen at fit),
         "true_class_absent": the fraction of rows whose class is not in their context. The last
         predict's, without ``y``, is ``last_summary``."""
-        return self._summarise(self.route(values), y_codes)
-
-    def _summarise(self, routes: list[tuple[int, np.ndarray]], y_codes: np.ndarray | None = None) -> dict[str, float]:
         present = [np.unique(self.labels[self.contexts[index]]) for index, _ in routes]
         summary = {"groups": len(routes), "rows": float(np.mean([len(self.contexts[i]) for i, _ in routes])),
                    "classes": float(np.mean([len(classes) for classes in present]))}
@@ -328,18 +327,9 @@ class ContextStrategy:
         """The arrays that define this strategy's contexts (save_fit_state)."""
         return {"values": self.values, "labels": self.labels}
 
-    def restore(self, arrays: dict[str, np.ndarray], category_counts: list[int], specs: list[MemberSpec],
-                seed: int) -> ContextStrategy:
-        """This strategy from :meth:`state_arrays` and what :meth:`fit` took (load_fit_state);
-        prepare() follows."""
-        self.values, self.labels, self.category_counts = arrays["values"], arrays["labels"], category_counts
-        self.specs, self.seed = specs, seed
-        self.prepared = {}
-        self.contexts = self._restore_contexts(arrays)
-        return self
-
     def _restore_contexts(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
-        raise NotImplementedError
+        """The contexts saved in ``arrays``; planned again here (a strategy whose plan is costly reads them)."""
+        return self._plan(self.values, self.labels)
 
 
 class SharedContext(ContextStrategy):
@@ -361,9 +351,6 @@ class SharedContext(ContextStrategy):
 
     def _plan(self, values: np.ndarray, labels: np.ndarray) -> list[np.ndarray]:
         return [np.arange(len(labels))]
-
-    def _restore_contexts(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return [np.arange(len(self.labels))]
 
     def route(self, values: np.ndarray) -> list[tuple[int, np.ndarray]]:
         return [(0, np.arange(values.shape[0]))]

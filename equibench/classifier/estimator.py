@@ -406,7 +406,7 @@ class PFNClassifier(ClassifierMixin, BaseEstimator):
             y = np.asarray(y)
             codes = np.minimum(np.searchsorted(self.classes_, y), len(self.classes_) - 1)
             codes = np.where(self.classes_[codes] == y, codes, -1)
-        return self.strategy_.summary(values, codes)
+        return self.strategy_.summary(self.strategy_.route(values), codes)
 
     def _outputs(self, X) -> dict[str, np.ndarray]:
         values = self._encoded(X)

@@ -55,20 +55,15 @@ def _jsonable(value):
     return None
 
 
-def _labels_array(classes: np.ndarray) -> tuple[np.ndarray, str]:
-    """``classes_`` as a pickle-free array and the dtype to restore."""
-    if classes.dtype != object:
-        return classes, classes.dtype.str
-    if all(isinstance(c, str) for c in classes):
-        return classes.astype(str), "object-str"
-    raise TypeError("class labels of mixed Python types cannot be saved without pickle; use plain str or numbers")
-
-
 def save_fit_state(estimator, path: str | os.PathLike) -> Path:
     """Write ``estimator``'s fitted state to ``path`` (atomically)."""
     params = {name: _jsonable(value) for name, value in estimator.get_params(deep=False).items()
               if name != "checkpoint"}  # the checkpoint is recorded by reference
-    classes, classes_dtype = _labels_array(estimator.classes_)
+    classes, classes_dtype = estimator.classes_, estimator.classes_.dtype.str
+    if classes.dtype == object:  # saved as fixed-width strings, restored as objects
+        if not all(isinstance(c, str) for c in classes):
+            raise TypeError("class labels of mixed Python types cannot be saved without pickle; use plain str or numbers")
+        classes, classes_dtype = classes.astype(str), "object-str"
     arrays = {"classes": classes}
     if hasattr(estimator, "feature_names_in_"):
         arrays["feature_names_in"] = np.asarray(estimator.feature_names_in_, dtype=str)
@@ -179,7 +174,12 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     else:
         estimator.checkpoint = checkpoint
         estimator.model_, estimator.checkpoint_reference_ = load_model(checkpoint, cls._arch)
-    estimator.device_ = resolve_device(params["device"] if device is not None else _saved_device(header["device"]))
+    if device is None:
+        try:  # the saved device where torch can use it here, else the CPU
+            device = str(resolve_device(header["device"]))
+        except InvalidInputError:
+            device = "cpu"
+    estimator.device_ = resolve_device(device)
     classes = arrays["classes"]
     estimator.classes_ = classes.astype(object) if header["classes_dtype"] == "object-str" else classes
     estimator.n_features_in_ = header["n_features_in"]
@@ -192,16 +192,8 @@ def load_fit_state(cls, path: str | os.PathLike, checkpoint=None, device: str | 
     context = header["context"]
     strategy = estimator._new_strategy(context["strategy"], len(estimator.classes_))
     saved = {name.removeprefix("strategy/"): array for name, array in arrays.items() if name.startswith("strategy/")}
-    strategy.restore(saved, estimator.encoder_.category_counts(), [MemberSpec(**spec) for spec in header["members"]],
-                     int(context["seed"]))
+    strategy.fit(saved["values"], saved["labels"], estimator.encoder_.category_counts(),
+                 [MemberSpec(**spec) for spec in header["members"]], int(context["seed"]), saved)
     strategy.prepare(estimator._runner())
     estimator.strategy_, estimator.context_ = strategy, strategy.name
     return estimator
-
-
-def _saved_device(device: str) -> str:
-    """The saved device where torch can use it here, else the CPU."""
-    try:
-        return str(resolve_device(device))
-    except InvalidInputError:
-        return "cpu"

@@ -5,7 +5,6 @@ and the members' logits combined into the ensemble's outputs."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -18,7 +17,9 @@ from ..model.inference import Context
 #: stores it in that dtype (bfloat16 and float16 halve float32's memory).
 CACHE_PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 
-#: test batches are padded to at least this many rows (see :func:`test_batches`)
+#: Test batches are padded to at least this many rows with copies of their last row, because
+#: float32 matrix products over a few rows take other kernels and round differently, and a
+#: row's prediction should not depend on the rows predicted with it.
 MIN_TEST_ROWS = 16
 
 
@@ -49,7 +50,12 @@ class NetworkRunner:
             x_train, y_train = self._train(*train)
         chunks = []
         with torch.inference_mode(), self._mixed_precision():
-            for batch, n_real in test_batches(x_test.to(self.dtype), self.batch_size, self.device):  # (1, b, F)
+            for start in range(0, x_test.shape[0], self.batch_size):
+                batch = x_test[start : start + self.batch_size].to(self.dtype)
+                n_real = batch.shape[0]
+                if n_real < MIN_TEST_ROWS:
+                    batch = torch.cat([batch, batch[-1:].expand(MIN_TEST_ROWS - n_real, -1)])
+                batch = batch.to(self.device).unsqueeze(0)  # (1, b, F)
                 if context is not None:
                     out = (self.model.embed_in_context if embed else self.model.predict_in_context)(context, batch)
                 else:
@@ -64,19 +70,6 @@ class NetworkRunner:
 
     def _mixed_precision(self):
         return torch.autocast(self.device.type, dtype=self.autocast) if self.autocast else contextlib.nullcontext()
-
-
-def test_batches(x_test: torch.Tensor, batch_size: int, device) -> Iterator[tuple[torch.Tensor, int]]:
-    """The test rows ``x_test`` (M, F) in batches (1, b, F) on ``device``, each with its number of
-    real rows: a batch of fewer than ``MIN_TEST_ROWS`` rows is padded with copies of its last row,
-    because float32 matrix products over a few rows take other kernels and round differently,
-    and a row's prediction should not depend on the rows predicted with it."""
-    for start in range(0, x_test.shape[0], batch_size):
-        batch = x_test[start : start + batch_size]
-        n_real = batch.shape[0]
-        if n_real < MIN_TEST_ROWS:
-            batch = torch.cat([batch, batch[-1:].expand(MIN_TEST_ROWS - n_real, -1)])
-        yield batch.to(device).unsqueeze(0), n_real
 
 
 def combine_members(member_logits: list[torch.Tensor], temperature: float) -> dict[str, np.ndarray]:

@@ -35,8 +35,6 @@ def _mean_std(x: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.
 class OfficialTransform:
     """The official one-member preprocessing, fitted on the train rows."""
 
-    spec = OFFICIAL_MEMBER
-
     def __init__(self, f_max: int):
         self.f_max = f_max
 

@@ -172,7 +172,7 @@ def _print_methods(summary) -> None:
         accuracy = "" if entry["accuracy"] is None else f"{entry['accuracy']:.3f}"
         table.add_row(name, *(str(entry[column]) for column in columns[1:-1]), accuracy)
     output.console.print(table)
-    for methods, n_cells, reason in summary.skipped_reasons():
+    for methods, n_cells, reason in summary.reasons("skipped"):
         output.console.print(f"{escape(', '.join(methods))}: {n_cells} cells skipped: {escape(reason)}", highlight=False)
 
 

@@ -179,8 +179,7 @@ def measure_model(
     """Per-dataset (arg-max change fraction, log-probability RMS), each (len(ensembles), D).
 
     Ensemble of size E: members[:, :E] relabel the training labels for the reference
-    prediction and ``members o sigma`` for the permuted one (so the ensemble is one fixed
-    function of the data, and its permuted-back output is compared with its reference)."""
+    prediction and ``members o sigma`` for the permuted one (see the module docstring)."""
     model = model.to(device)
     n_train, n_members = data.n_train, members.shape[1]
     composed = members.gather(2, sigma[:, None, :].expand_as(members))  # (D, E, K): k -> pi_e[sigma[k]]

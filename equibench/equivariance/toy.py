@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from ..baselines.registry import check_weight_paths, method_spec
+from ..baselines.registry import method_spec
 from ..baselines.settings import MethodOptions
 from ..classifier import classifier_for
 from ..errors import MethodUnavailableError
@@ -49,29 +49,24 @@ def toy_predictions(model: nn.Module, grid: int, ordering: tuple[int, ...], devi
     return np.argsort(relabel)[predicted].reshape(grid, grid)
 
 
-def method_toy_predictions(name: str, options: MethodOptions, grid: int, ordering: tuple[int, ...],
-                           seed: int = 0) -> np.ndarray:
-    """Like :func:`toy_predictions` for a method of the registry (e.g. TabPFN v1/v2 with the
-    user's weights), one member; a MethodUnavailableError when it cannot run here."""
-    settings = method_settings(name, options).variants((1,))[0]
-    x_train, y_train, mesh = toy_problem(grid)
-    relabel = np.asarray(ordering)
-    method = method_spec(name).implementation()(9, seed, settings).fit(x_train.astype(np.float32), relabel[y_train])
-    predicted = method.predict_proba(mesh.astype(np.float32)).argmax(axis=1)  # labels 0..8
-    return np.argsort(relabel)[predicted].reshape(grid, grid)
-
-
 def method_toy(methods: tuple[str, ...], options: MethodOptions, grid: int = 150,
                seed: int = 0) -> tuple[dict[str, list[np.ndarray]], dict[str, str]]:
-    """Per method of the registry that can run here, by its label, its predictions under each
-    of ``TOY_ORDERINGS``; and, by label, why each of the others cannot."""
-    check_weight_paths(options.weights)
+    """Per method of the registry that can run here (e.g. TabPFN v1/v2 with the user's weights,
+    one member), by its label, its predictions under each of ``TOY_ORDERINGS`` (as
+    :func:`toy_predictions`); and, by label, why each of the others cannot."""
+    x_train, y_train, mesh = toy_problem(grid)
     predictions, skipped = {}, {}
     for name in methods:
         label = method_spec(name).label
         try:
-            predictions[label] = [method_toy_predictions(name, options, grid, ordering, seed)
-                                  for ordering in TOY_ORDERINGS.values()]
+            settings = method_settings(name, options).variants((1,))[0]
+            implementation = method_spec(name).implementation()
+            maps = []
+            for relabel in map(np.asarray, TOY_ORDERINGS.values()):
+                method = implementation(9, seed, settings).fit(x_train.astype(np.float32), relabel[y_train])
+                predicted = method.predict_proba(mesh.astype(np.float32)).argmax(axis=1)  # labels 0..8
+                maps.append(np.argsort(relabel)[predicted].reshape(grid, grid))
+            predictions[label] = maps
         except MethodUnavailableError as error:
             skipped[label] = str(error)
     return predictions, skipped

@@ -132,15 +132,11 @@ class LocalBackend(CellBackend):
         self.executor.shutdown(wait=True)
 
     def __exit__(self, exc_type, *exc_info) -> None:
-        if exc_type is not None:  # interrupted or failed: do not wait for the cells in flight
-            self.stop_workers()
-        self.close()
-
-    def stop_workers(self) -> None:
-        """Kill the worker processes now and wait for them to end (their in-flight and queued
-        cells are lost; stored ones stay)."""
-        if not isinstance(self.executor, SerialExecutor):
+        if exc_type is not None and not isinstance(self.executor, SerialExecutor):
+            # interrupted or failed: kill the workers now rather than wait for the cells in flight
+            # (their in-flight and queued cells are lost; stored ones stay)
             self.executor.shutdown(wait=True, kill_workers=True)
+        self.close()
 
 
 def _equibench_version() -> str:

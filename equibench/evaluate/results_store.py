@@ -66,10 +66,7 @@ class ResultsStore:
         (only names the store itself makes; call it while holding the folder's lock)."""
         removed = []
         for folder, names in _OWN_FILES.items():
-            directory = self.root / folder
-            if not directory.is_dir():
-                continue
-            for path in directory.iterdir():
+            for path in (self.root / folder).glob(".*.tmp"):  # none where the folder is not (yet) there
                 match = _TEMPORARY.match(path.name)
                 if match and re.fullmatch(names, match["name"]) and path.is_file():
                     path.unlink()

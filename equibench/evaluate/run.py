@@ -68,9 +68,8 @@ def evaluate(
         plain_every_s()  # a bad EQUIBENCH_PROGRESS_EVERY_S is refused before the folder is touched
     console = console or Console(stderr=True)
     suite = load_suite(config.suite)
-    # the OpenML tasks the given cache lacks (unless it holds none: the run's end, or its refusal, says so once)
-    # and those it holds damaged files of, named before any task loads or cell runs
-    for message in cache_gap_messages(suite, config.resolved_openml_cache(), when_some_held=True):
+    # the OpenML tasks the given cache lacks or holds damaged files of, named before any task loads or cell runs
+    for message in cache_gap_messages(suite, config.resolved_openml_cache()):
         console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="equibench-dry-run-") as scratch:
@@ -149,11 +148,8 @@ def _prepare(config: EvaluateConfig, suite: Suite, out_dir: Path, store: Results
         for name in methods_to_rerun(out_dir, saved, fingerprint, stored, config.methods, rerun_changed):
             store.forget_method(name)
         fingerprint = recorded_settings(saved, fingerprint, stored - set(config.methods))
-    working = source = None
-    if suite.needs_openml:
-        source = config.resolved_openml_cache()
-        if source is not None:
-            working = str(working_cache(source, work_cache))
+    source = config.resolved_openml_cache() if suite.needs_openml else None
+    working = None if source is None else str(working_cache(source, work_cache))
     context = CellContext(working, config.seed, config.threads_per_cell, file_tasks=suite.files)
     infos = task_infos(suite, working, source)
     cells = plan_cells(config, suite, infos, settings)

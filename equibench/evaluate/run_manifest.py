@@ -64,9 +64,13 @@ def methods_to_rerun(out_dir: Path, saved: dict, current: dict, stored: set[str]
     before, now = saved["methods"], current["methods"]
     stale = sorted(name for name in stored if name in run_methods and before.get(name, {}) != now[name])
     if stale and not rerun_changed:
-        threads = {before.get(name, {}).get("threads_per_cell") for name in stale}
         if all(_without_threads(before.get(name, {})) == _without_threads(now[name]) for name in stale):
-            raise InvalidInputError(_threads_refusal(out_dir, threads, now[stale[0]]["threads_per_cell"]))
+            threads = sorted({before.get(name, {}).get("threads_per_cell") for name in stale})
+            resume = "rerun each method with its own to resume" if len(threads) > 1 else "rerun with it to resume"
+            raise InvalidInputError(
+                f"{str(out_dir)!r} holds results made with `threads_per_cell` {', '.join(map(str, threads))} (threads "
+                f"change the numbers); {resume}, pass `rerun_changed=True` to rerun them all with `threads_per_cell` "
+                f"{now[stale[0]]['threads_per_cell']}, or a new `out_dir`")
         raise InvalidInputError(
             f"{str(out_dir)!r} holds results of {', '.join(stale)} made with different settings (another "
             "checkpoint, context cap, preprocessing, weights or threads per cell); pass `rerun_changed=True` to replace them, "
@@ -104,14 +108,6 @@ def recorded_settings(saved: dict, current: dict, kept: set[str]) -> dict:
 
 def _without_threads(fingerprint: dict) -> dict:
     return {key: value for key, value in fingerprint.items() if key != "threads_per_cell"}
-
-
-def _threads_refusal(out_dir: Path, before: set, now: int) -> str:
-    """Why a run whose stored cells ran on the thread counts ``before`` cannot resume on ``now``."""
-    counts = ", ".join(map(str, sorted(before)))
-    resume = "rerun each method with its own to resume" if len(before) > 1 else "rerun with it to resume"
-    return (f"{str(out_dir)!r} holds results made with `threads_per_cell` {counts} (threads change the numbers); "
-            f"{resume}, pass `rerun_changed=True` to rerun them all with `threads_per_cell` {now}, or a new `out_dir`")
 
 
 def start_invocation(out_dir: Path, config, settings: dict, n_cells: int, n_pending: int) -> int:

@@ -74,10 +74,6 @@ class EvaluateSummary:
             entry["accuracy"] = sum(values) / len(values) if values else None
         return stats
 
-    def skipped_reasons(self) -> list[tuple[list[str], int, str]]:
-        """(methods, cells, reason) for each distinct reason of the skipped cells, most cells first."""
-        return self.reasons("skipped")
-
     def reasons(self, status: str) -> list[tuple[list[str], int, str]]:
         """(methods, cells, reason) for each distinct reason of the stored cells of ``status``
         (``skipped`` or ``failed``), most cells first."""

@@ -60,8 +60,7 @@ class TabZillaPreprocessor:
 
     def _frame(self, X: pd.DataFrame) -> pd.DataFrame:
         """Numeric columns as floats and categorical ones as objects (NaN for missing)."""
-        frame = X.copy()
-        frame.columns = range(frame.shape[1])
+        frame = X.set_axis(range(X.shape[1]), axis=1)  # a copy: X is left as it is
         for column in frame.columns:
             if self.categorical[column]:
                 values = frame[column].astype(object)

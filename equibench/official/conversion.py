@@ -19,7 +19,6 @@ attention, equibench's ``components``/``datapoints`` blocks):
 
 from __future__ import annotations
 
-import hashlib
 import io
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import torch
 
 from .._version import __version__
 from ..atomic_files import atomic_write
+from ..classifier.checkpoints import checkpoint_sha256
 from ..errors import CheckpointError, InvalidInputError
 from ..model import EquiTabPFN, ModelCard
 from ..model.checkpoint import checkpoint_payload
@@ -131,10 +131,6 @@ def run_files(sources: list[str | Path]) -> tuple[Path, Path]:
     )
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def convert_official(sources: list[str | Path], out: str | Path, class_slots: int | None = None,
                      overwrite: bool = False) -> Path:
     """Convert an official EquiTabPFN run (folder, or config.yaml + checkpoint) to the
@@ -154,8 +150,8 @@ def convert_official(sources: list[str | Path], out: str | Path, class_slots: in
     config = network.config
     card = ModelCard(
         arch=network.arch, size=f"official-d{config.d_model}-L{config.n_layers}",
-        training={"source": "EquiTabPFN authors' released checkpoint", "config_sha256": _sha256(config_path),
-                  "checkpoint_sha256": _sha256(weights_path), "class_slots": config.min_class_slots},
+        training={"source": "EquiTabPFN authors' released checkpoint", "config_sha256": checkpoint_sha256(config_path),
+                  "checkpoint_sha256": checkpoint_sha256(weights_path), "class_slots": config.min_class_slots},
         command="equibench convert-official", equibench_version=__version__,
         notes=("Converted by equibench convert-official from the official EquiTabPFN v1 run (files named by "
                "their sha256 above): same weights, float32, mapped name by name; ModelConfig's missing_indicator "

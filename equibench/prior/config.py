@@ -86,8 +86,7 @@ class PriorConfig:
             value = getattr(self, f.name)
             if isinstance(value, list):
                 object.__setattr__(self, f.name, tuple(value))
-        _check_fields(self)
-        _check_rows(self)
+        _check(self)
 
     def to_dict(self) -> dict:
         """Plain JSON-friendly values (tuples become lists)."""
@@ -148,7 +147,7 @@ _BOUNDS = (
 )
 
 
-def _check_fields(config: PriorConfig) -> None:
+def _check(config: PriorConfig) -> None:
     for f in fields(config):
         value = getattr(config, f.name)
         if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -166,9 +165,6 @@ def _check_fields(config: PriorConfig) -> None:
             raise InvalidInputError(
                 f"`{low}` ({getattr(config, low)}) must be <= `{high}` ({getattr(config, high)})"
             )
-
-
-def _check_rows(config: PriorConfig) -> None:
     if not 0.0 < config.min_train_fraction <= config.max_train_fraction < 1.0:
         raise InvalidInputError(
             "PriorConfig needs 0 < `min_train_fraction` <= `max_train_fraction` < 1, got "

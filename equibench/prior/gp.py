@@ -35,10 +35,8 @@ def sample_gp(
     kernel = sq_dist.clamp_(min=0.0).div_((-2 * lengthscale.square() * used)[:, None, None]).exp_()  # (g, R, R)
     diagonal = kernel.diagonal(dim1=1, dim2=2)
     diagonal.add_(noise.square()[:, None])
-    added = 0.0
-    for jitter in _GP_JITTERS:
+    for added, jitter in zip((0.0, *_GP_JITTERS), _GP_JITTERS):
         diagonal.add_(jitter - added)
-        added = jitter
         chol, info = torch.linalg.cholesky_ex(kernel)
         if not bool((info != 0).any()):
             break

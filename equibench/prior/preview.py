@@ -15,14 +15,6 @@ from .sample import sample_batch
 _N_EXAMPLES = 4
 
 
-def _principal_components(x: np.ndarray) -> np.ndarray:
-    """Scores on the first (up to) two principal components; NaN counts as 0."""
-    # x: (N, F) -> (N, min(F, 2))
-    centred = np.nan_to_num(x) - np.nan_to_num(x).mean(axis=0)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    return centred @ vt[:2].T
-
-
 def preview_prior(
     out_path: str | Path, config: PriorConfig = PriorConfig(), seed: int = 0, n_batches: int = 64,
     batch_size: int = 8,
@@ -56,7 +48,10 @@ def preview_prior(
         ax = fig.add_subplot(grid[0, 3 * column:3 * column + 3])
         n_features = int(batch.n_features[0])
         y_train = batch.y[0, :batch.n_train].numpy()
-        scores = _principal_components(batch.x[0, :batch.n_train, :n_features].numpy())
+        x_train = np.nan_to_num(batch.x[0, :batch.n_train, :n_features].numpy())  # NaN counts as 0
+        centred = x_train - x_train.mean(axis=0)
+        _, _, vt = np.linalg.svd(centred, full_matrices=False)
+        scores = centred @ vt[:2].T  # (N, min(F, 2)) on the first principal components
         if scores.shape[1] == 1:  # one feature: spread the rows by class instead
             jitter = np.random.default_rng(seed).uniform(-0.3, 0.3, len(y_train))
             scores = np.stack([scores[:, 0], y_train + jitter], axis=1)

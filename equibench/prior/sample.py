@@ -47,8 +47,7 @@ def sample_batch_from_seed(
         raise InvalidInputError(f"`batch_size` must be a positive integer, got {batch_size!r}")
     device = torch.device(device)
     rng = np.random.default_rng(seed)
-    gen = torch.Generator(device=device)
-    gen.manual_seed(int(rng.integers(2**62)))
+    gen = torch.Generator(device=device).manual_seed(int(rng.integers(2**62)))
 
     n_classes = 2 if rng.random() < config.p_binary else int(rng.integers(2, config.max_classes + 1))
     n_train = int(rng.integers(*split_bounds(config), endpoint=True))

@@ -154,14 +154,15 @@ def _boxplot_item(cells: pd.DataFrame, aggregate: pd.DataFrame, suite: str, out_
 
 
 def _critical_difference_item(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
-    auc = tables.paired_auc(cells)
+    main = cells[cells["main"]]
+    auc = main.pivot(index=["task_id", "fold"], columns="entry", values="auc").dropna()  # every entry's AUC present
     header = ["### Critical-difference diagram (AUC)", ""]
     if auc.shape[1] < 2:
         sentence = f"No critical-difference diagram for {suite}: it needs at least 2 methods with AUCs, found {auc.shape[1]}."
         return [*header, sentence, ""]
     if len(auc) < tables.MIN_CD_ROWS:
-        counts = cells[cells["main"]].groupby("entry")["auc"].count()
-        fewest = min(counts.index, key=lambda entry: (counts[entry], entry))
+        counts = main.groupby("entry")["auc"].count()
+        fewest = counts.idxmin()  # the first of the entries (sorted) with the fewest
         return [*header, markdown_escape(
             f"No critical-difference diagram for {suite}: only {len(auc)} (task, fold) cells have an AUC for all "
             f"{auc.shape[1]} methods (fewest: {fewest}, {counts[fewest]}); autorank needs at least "
@@ -241,7 +242,7 @@ def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     n_tasks, n_methods = cells["task_id"].nunique(), cells["method"].nunique()
     lines = [f"## Suite `{suite}`", "", f"{n_tasks} tasks, {n_methods} methods, {len(cells)} ok cells.", ""]
     lines += _aggregate_item(aggregate, suite, out_dir)
-    knn = tables.has_knn(cells)
+    knn = (cells["method"] == tables.KNN).any()
     if knn:
         lines += _boxplot_item(cells, aggregate, suite, out_dir)
     else:
@@ -251,7 +252,7 @@ def suite_section(cells: pd.DataFrame, suite: str, out_dir: Path) -> list[str]:
     lines += _runtime_item(cells, suite, out_dir)
     if knn and tables.has_ensembles(cells):
         lines += _ensemble_item(cells, suite, out_dir)
-    if tables.uses_local_contexts(cells):
+    if (tables.diagnostics(cells, ["context"])["context"] == "local").any():  # some cell had local contexts
         lines += _context_item(cells, suite, out_dir)
     tuned = finetuning.finetuning_table(cells)
     if not tuned.empty:
@@ -311,8 +312,7 @@ def _summary_lines(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int
 
 
 def _previous_outputs(out_dir: Path) -> set[str]:
-    """The files (relative paths) an earlier report wrote in ``out_dir``: those its outputs
-    file lists, or, for a report written before that file existed, those its REPORT.md links."""
+    """The files (relative paths) an earlier report wrote in ``out_dir``: those its outputs file lists."""
     listed = out_dir / OUTPUTS_FILE
     if listed.is_file():
         try:
@@ -320,12 +320,7 @@ def _previous_outputs(out_dir: Path) -> set[str]:
         except (ValueError, KeyError, TypeError) as error:
             raise InvalidInputError(f"{str(listed)!r} is damaged ({error}); move it aside, or choose another `out_dir`") from None
         return {name for name in names if isinstance(name, str) and _OUTPUT_NAME.fullmatch(name)}
-    report = out_dir / "REPORT.md"
-    if not report.is_file() or not report.read_text(errors="replace").startswith("# equibench report\n"):
-        return set()
-    links = set(re.findall(r"\]\(((?:tables|figures)/[^)\s]+)\)", report.read_text(errors="replace")))
-    names = {"REPORT.md", *links, *(link.removesuffix(".tex") + ".md" for link in links if link.endswith(".tex"))}
-    return {name for name in names if _OUTPUT_NAME.fullmatch(name)}
+    return set()
 
 
 def _write_outputs(rows: pd.DataFrame, results_dirs: list[Path], duplicates: int, origins: list[str],

@@ -55,10 +55,6 @@ def with_entries(cells: pd.DataFrame) -> pd.DataFrame:
     return cells.merge(entries, on=["suite", "method", "variant"], how="left")
 
 
-def has_knn(cells: pd.DataFrame) -> bool:
-    return bool((cells["method"] == KNN).any())
-
-
 def has_ensembles(cells: pd.DataFrame) -> bool:
     """Whether some method has at least two ensemble-size variants."""
     sizes = cells["variant"].map(ensemble_size)  # None (which nunique skips) for other variants
@@ -88,10 +84,8 @@ def support(cells: pd.DataFrame) -> pd.DataFrame:
 
 def aggregate_table(cells: pd.DataFrame) -> pd.DataFrame:
     """The paper's table over the main entries, indexed by entry: median relative accuracy vs
-    KNN, mean and s.e.m. over tasks of the per-task fold means (in %), the fold-to-fold spread
-    (mean over tasks of the s.d. of accuracy over the task's folds, in %), mean time per fold
-    over all cells, what the numbers rest on (tasks, (task, fold) cells, folds per task,
-    seeds); sorted by median relative accuracy (then mean accuracy)."""
+    KNN, mean and s.e.m. over tasks of the per-task fold means, the fold-to-fold s.d. (all in
+    %), mean time per fold and :func:`support`; sorted by median relative, then mean, accuracy."""
     main = cells[cells["main"]]
     table = main.groupby("entry").agg(
         method=("method", "first"), variant=("variant", "first"), time_s=("time_s", "mean"), n_folds=("fold", "size"),
@@ -155,7 +149,7 @@ def ratio_speedup_table(cells: pd.DataFrame) -> pd.DataFrame:
     columns = ["method", "variant", "members", "auc_ratio", "speedup", "equitabpfn_auc_ratio", "n_folds"]
     equi = cells[(cells["method"] == EQUITABPFN) & cells["main"]]
     ensembled = cells[cells["variant"].map(ensemble_size).notna() & (cells["method"] != EQUITABPFN)]
-    if equi.empty or ensembled.empty or not has_knn(cells):
+    if equi.empty or ensembled.empty:
         return pd.DataFrame(columns=columns)
     ratio = 1 + relative_to_knn(cells, "auc").groupby(level="entry").mean() / 100
     keys = ["task_id", "fold"]
@@ -168,12 +162,6 @@ def ratio_speedup_table(cells: pd.DataFrame) -> pd.DataFrame:
     table["equitabpfn_auc_ratio"] = ratio.get(equi["entry"].iloc[0], float("nan"))
     table["n_folds"] = paired.groupby("entry").size().reindex(table.index).fillna(0).astype(int)
     return table.sort_values(["method", "members", "variant"])[columns].dropna(subset=["auc_ratio", "speedup"])
-
-
-def paired_auc(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per-(task, fold) AUC of the main entries (columns), with every entry's AUC present."""
-    main = cells[cells["main"]]
-    return main.pivot(index=["task_id", "fold"], columns="entry", values="auc").dropna()
 
 
 def failures_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -284,16 +272,10 @@ def diagnostics(cells: pd.DataFrame, keys) -> pd.DataFrame:
                         columns=list(keys))
 
 
-def uses_local_contexts(cells: pd.DataFrame) -> bool:
-    """Whether some PFN cell of the suite ran with local contexts (a table past the context cap)."""
-    return bool((diagnostics(cells, ["context"])["context"] == "local").any())
-
-
 def context_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per entry (every variant): mean accuracy (%) over tasks of each task's mean over folds,
-    mean fit + predict and mean predict-only seconds per 1,000 test rows over all cells (a
-    PFN's time is in its predict, a trained model's in its fit) and, for the PFN entries, the
-    mean context rows and classes per context, and groups; sorted by accuracy."""
+    """Per entry (every variant), sorted by accuracy: mean accuracy (%) over tasks of each task's
+    mean over folds, mean fit + predict and predict-only seconds per 1,000 test rows over all
+    cells, and the PFN entries' means of :data:`CONTEXT_DIAGNOSTICS`."""
     cells = cells.assign(fit_predict_s_per_1k=1000 * (cells["time_fit_s"] + cells["time_predict_s"]) / cells["n_test"],
                          predict_s_per_1k=1000 * cells["time_predict_s"] / cells["n_test"],
                          **diagnostics(cells, CONTEXT_DIAGNOSTICS))

@@ -94,22 +94,19 @@ def task_means(scores: pd.DataFrame, group: str) -> pd.DataFrame:
     return table[list(dict.fromkeys(part.method))]
 
 
-def evaluate_criteria(scores: pd.DataFrame, model: str, datasets: Iterable[str] | None = None,
-                      openml_note: str = "no OpenML cache given") -> list[Criterion]:
+def evaluate_criteria(scores: pd.DataFrame, model: str, datasets: Iterable[str] | None = None) -> list[Criterion]:
     """The bar's criteria for the method ``model`` of the score frame ``scores``: one per
     bundled dataset (``datasets``, default those scored), then the <= 10-class median and
     mean against KNN and the > 10-class mean against LinearModel; a part without scores is
-    "not measured" with ``openml_note`` (or a reason of its own) as the reason."""
-    bundled = task_means(scores, "bundled")
-    scored = [] if bundled.empty else list(bundled.index.get_level_values("task"))
+    "not measured", saying why."""
+    bundled = task_means(scores, "bundled").droplevel("dataset")  # a bundled dataset's task is its name
     criteria = []
-    for name in scored if datasets is None else datasets:
-        row = bundled.xs(name, level="task").iloc[0] if name in scored else None
-        gap = None if row is None else 100 * (row[model] - row[BUNDLED_REFERENCE])
+    for name in bundled.index if datasets is None else datasets:
+        gap = 100 * (bundled.at[name, model] - bundled.at[name, BUNDLED_REFERENCE]) if name in bundled.index else None
         criteria.append(Criterion.judge(name, gap, -1.0, BUNDLED_REFERENCE, note="not scored"))
     small, large = task_means(scores, "<=10"), task_means(scores, ">10")
-    note_small = openml_note if small.empty and large.empty else "the OpenML cache has no task of <= 10 classes"
-    note_large = openml_note if small.empty and large.empty else "the OpenML cache has no task of > 10 classes"
+    note = "no OpenML cache given" if small.empty and large.empty else "the OpenML cache has no task of {} classes"
+    note_small, note_large = note.format("<= 10"), note.format("> 10")
     median = mean = None
     if not small.empty:
         median = 100 * (small[model].median() - small[SMALL_REFERENCE].median())

@@ -101,8 +101,7 @@ class Scorecard:
 
     def bundled_table(self) -> pd.DataFrame:
         """Mean CV accuracy per bundled dataset (rows) and method (columns)."""
-        table = task_means(self.scores, "bundled")
-        return table.droplevel("dataset") if not table.empty else table
+        return task_means(self.scores, "bundled").droplevel("dataset")
 
     def to_dict(self) -> dict:
         """Everything as plain data (the JSON file, ``--json``): accuracies as fractions, margins in points."""
@@ -115,8 +114,7 @@ class Scorecard:
             "openml_cache": self.openml_cache, "folds": None if self.folds is None else list(self.folds),
             "command": self.command, "date": self.date, "machine": self.machine, "seconds": self.seconds,
             "equibench": self.equibench,
-            "scores": [{name: (value.item() if hasattr(value, "item") else value) for name, value in row.items()}
-                       for row in self.scores.to_dict(orient="records")],
+            "scores": self.scores.to_dict(orient="records"),  # pandas gives Python scalars, as JSON needs
         }
 
     @classmethod

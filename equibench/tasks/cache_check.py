@@ -234,12 +234,12 @@ def cached_task_ids(cache: str | os.PathLike) -> list[str]:
     return sorted(found | set(Manifest.load(cache).tasks), key=int)
 
 
-def cache_gap_messages(suite, cache: str | os.PathLike | None, when_some_held: bool = False) -> list[str]:
+def cache_gap_messages(suite, cache: str | os.PathLike | None) -> list[str]:
     """One line naming the OpenML tasks of ``suite`` that ``cache`` lacks (no task.xml), with the
-    step that fetches them, and one naming those it holds damaged or incomplete files of
-    (quick check: files present, XML readable, sizes as downloaded), with the step that checks
-    them; nothing when the folder is not an openml cache at all, and with ``when_some_held`` no
-    line of lacking tasks when it holds none of them (a caller that says so later)."""
+    step that fetches them, unless it holds none of them (the run's end, or its refusal, says so
+    once), and one naming those it holds damaged or incomplete files of (quick check: files
+    present, XML readable, sizes as downloaded), with the step that checks them; nothing when
+    the folder is not an openml cache at all."""
     openml_ids = [task_id for task_id in suite.task_ids if not task_id.startswith(("demo-", "file-"))]
     if cache is None or not openml_ids or not (Path(cache) / "org").is_dir():
         return []
@@ -247,7 +247,7 @@ def cache_gap_messages(suite, cache: str | os.PathLike | None, when_some_held: b
     lacking = [check.task_id for check in checks if task_file(check.task_id, "task.xml") in check.missing]
     damaged = [check for check in checks if check.task_id not in lacking]
     lines = []
-    if lacking and not (when_some_held and len(lacking) == len(openml_ids)):
+    if lacking and len(lacking) < len(openml_ids):
         lines.append(
             f"the OpenML cache {str(cache)!r} lacks {len(lacking)} of the suite's {len(openml_ids)} OpenML tasks "
             f"({', '.join(lacking)}): their cells are not run (missing) unless openml can download them now. Fetch "

@@ -51,6 +51,3 @@ class Manifest:
 
     def save(self) -> None:
         atomic_write_text(self.path, json.dumps({"files": self.files, "tasks": self.tasks}, indent=1, sort_keys=True) + "\n")
-
-    def record_file(self, name: str, path: Path) -> None:
-        self.files[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}

@@ -212,7 +212,8 @@ def _install(stage_root: Path, root: Path, check: TaskCheck, manifest: Manifest)
                 continue
         moves.append(name)
     for name in moves:  # recorded before the renames: a kill between them leaves files that are ours
-        manifest.record_file(name, stage_root / name)
+        path = stage_root / name
+        manifest.files[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}
     manifest.save()
     for name in moves:
         source, target = stage_root / name, root / name

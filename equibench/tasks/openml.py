@@ -59,11 +59,9 @@ def working_cache(source: str | os.PathLike, work_dir: str | os.PathLike) -> Pat
         return work_dir
     for path in source.rglob("*"):
         target = work_dir / path.relative_to(source)
-        if not path.is_file():
-            continue
-        if target.is_file() and target.stat().st_size == path.stat().st_size:  # a resumed run copies nothing again
-            continue
-        atomic_write(target, lambda tmp, path=path: shutil.copyfile(path, tmp))  # missing, or torn by a killed copy
+        # a resumed run copies nothing again; a file missing, or torn by a killed copy, is copied
+        if path.is_file() and not (target.is_file() and target.stat().st_size == path.stat().st_size):
+            atomic_write(target, lambda tmp, path=path: shutil.copyfile(path, tmp))
     return work_dir
 
 
@@ -113,7 +111,10 @@ def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
             X, y, categorical, _ = dataset.get_data(target=task.target_name)
         except Exception as error:  # openml raises connection, cache and server errors alike
             if before is None:
-                raise not_cached_error(task_id, root, error) from error
+                unreachable = isinstance(error, OSError)  # requests' connection errors and timeouts are OSErrors
+                cause = (f"the OpenML server could not be reached ({type(error).__name__})" if unreachable
+                         else f"the OpenML server did not give it ({first_line(error, 200)})")
+                raise TaskNotCachedError(task_id, str(root), cause, unreachable) from error
             raise TaskUnavailableError(_damage(task_id, root, kept, before, error)) from error
         test_folds = np.full(len(X), -1)
         n_folds = task.get_split_dimensions()[1]
@@ -134,17 +135,6 @@ def load_task(task_id: int, cache_dir: str | os.PathLike | None) -> Task:
         task_id=str(task_id), name=dataset.name, X=X.reset_index(drop=True), y=np.asarray(y),
         categorical=np.asarray(categorical, dtype=bool), test_folds=test_folds,
     )
-
-
-def not_cached_error(task_id: int | str, root: str | os.PathLike, error: BaseException | None) -> TaskNotCachedError:
-    """The error of a task that ``root`` lacks and the server did not give (``error``: what
-    openml raised; None: the server was found unreachable for an earlier task)."""
-    unreachable = error is None or isinstance(error, OSError)  # requests' connection errors and timeouts are OSErrors
-    cause = "the OpenML server could not be reached"
-    if error is not None:
-        detail = type(error).__name__ if unreachable else first_line(error, 200)
-        cause = f"{cause} ({detail})" if unreachable else f"the OpenML server did not give it ({detail})"
-    return TaskNotCachedError(task_id, str(root), cause, unreachable)
 
 
 @contextmanager
